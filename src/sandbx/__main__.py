@@ -1,0 +1,5 @@
+"""``python -m sandbx``: the same entry point as the ``sandbx`` command."""
+
+from sandbx.cli import main
+
+raise SystemExit(main())

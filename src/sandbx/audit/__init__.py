@@ -1,0 +1,24 @@
+"""The audit trail: the closed set of records, their exact format, and their sink (stderr).
+
+It records what the boundary was asked to do and how each run ended; it never
+records a command's output or an environment value.
+"""
+
+from sandbx.audit._records import MARKER, NO_SESSION, Record, RecordKind, cut_args, quote
+from sandbx.audit._run_records import degraded, ended, spawned
+from sandbx.audit._sink import StderrSink
+from sandbx.audit._spawn_id import next_spawn_id
+
+__all__ = [
+    "MARKER",
+    "NO_SESSION",
+    "Record",
+    "RecordKind",
+    "StderrSink",
+    "cut_args",
+    "degraded",
+    "ended",
+    "next_spawn_id",
+    "quote",
+    "spawned",
+]

@@ -1,0 +1,20 @@
+"""The boundary: the ONLY code in sandbx that creates processes.
+
+It turns a ``Policy`` into kernel state (namespaces, capabilities, Landlock,
+seccomp) on a forked process tree and reports how the run ended. It never
+decides what is granted; it enforces what ``sandbx.policy`` derived, or
+refuses the run.
+"""
+
+from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
+from sandbx.boundary._spawn import StderrGuard, run_sandboxed
+
+__all__ = [
+    "Exited",
+    "Failed",
+    "FailureReason",
+    "Outcome",
+    "RunResult",
+    "StderrGuard",
+    "run_sandboxed",
+]

@@ -1,0 +1,148 @@
+"""How a sandboxed run ended, and the one-line messages its stages send home.
+
+Stage 1 and stage 2 report over a close-on-exec pipe, one short line per
+message (shorter than PIPE_BUF, so each write is atomic). A failure carries a
+label from the closed set ``FailureReason``; nothing else crosses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import signal
+from dataclasses import dataclass
+from typing import assert_never
+
+
+class FailureReason(enum.Enum):
+    """Why a run was refused or cut short: the ``reason=`` of a ``failed`` record."""
+
+    TIMEOUT = "timeout"
+    INTERRUPTED = "interrupted"
+    UNSUPPORTED = "unsupported"
+    LANDLOCK = "landlock"
+    SECCOMP = "seccomp"
+    CAPABILITIES = "capabilities"
+    NAMESPACE_SETUP_FAILED = "namespace_setup_failed"
+    GRANT_REPLACED = "grant_replaced"
+    GRANT_REDIRECTED = "grant_redirected"
+    PIN_MISMATCH = "pin_mismatch"
+    PIN_REFUSED = "pin_refused"
+    EXEC_FAILED = "exec_failed"
+    SPAWN_FAILED = "spawn_failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    """The command ran and ended; a death by signal n is code 128+n, as shells report it."""
+
+    code: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    reason: FailureReason
+    detail: str
+    signal_number: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        # An interrupt is relayed the way a shell would report the same signal.
+        if self.reason is FailureReason.INTERRUPTED and self.signal_number:
+            return 128 + self.signal_number
+        return 1
+
+
+Outcome = Exited | Failed
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    outcome: Outcome
+    degraded: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> int:
+        match self.outcome:
+            case Exited(code=code):
+                return code
+            case Failed() as failed:
+                return failed.exit_code
+            case _:
+                assert_never(self.outcome)
+
+
+def exit_code_of(wait_status: int) -> int:
+    if os.WIFSIGNALED(wait_status):
+        return 128 + os.WTERMSIG(wait_status)
+    return os.waitstatus_to_exitcode(wait_status)
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.replace("\t", " ").split())[:1000]
+
+
+def send_failed(fd: int, reason: FailureReason, detail: str) -> None:
+    _send(fd, f"failed\t{reason.value}\t{_clean(detail)}")
+
+
+def send_degraded(fd: int, what: str) -> None:
+    _send(fd, f"degraded\t{_clean(what)}")
+
+
+def send_exited(fd: int, code: int) -> None:
+    _send(fd, f"exited\t{code}")
+
+
+def send_timeout(fd: int, seconds: float) -> None:
+    _send(fd, f"failed\t{FailureReason.TIMEOUT.value}\tkilled after {seconds:g} s")
+
+
+def send_interrupted(fd: int, signal_number: int) -> None:
+    _send(fd, f"interrupted\t{signal_number}")
+
+
+def _send(fd: int, line: str) -> None:
+    # When the reader is gone, the CLI died and this process follows it by its
+    # parent-death signal: there is nobody left to tell.
+    with contextlib.suppress(OSError):
+        os.write(fd, (line + "\n").encode("utf-8", "backslashreplace"))
+
+
+def decode(stream: bytes) -> RunResult:
+    """Read every message of one run; the first failure wins over a later exit."""
+    degraded: list[str] = []
+    failure: Failed | None = None
+    exited: Exited | None = None
+    for raw in stream.decode("utf-8", "replace").splitlines():
+        kind, _, rest = raw.partition("\t")
+        if kind == "degraded":
+            degraded.append(rest)
+        elif kind == "failed" and failure is None:
+            label, _, detail = rest.partition("\t")
+            failure = Failed(_reason(label), detail)
+        elif kind == "interrupted" and failure is None:
+            number = int(rest)
+            failure = Failed(
+                FailureReason.INTERRUPTED,
+                f"sandbx received {signal.Signals(number).name}",
+                signal_number=number,
+            )
+        elif kind == "exited":
+            exited = Exited(int(rest))
+    if failure is not None:
+        return RunResult(failure, tuple(degraded))
+    if exited is not None:
+        return RunResult(exited, tuple(degraded))
+    return RunResult(
+        Failed(FailureReason.SPAWN_FAILED, "the supervisor ended without a report"),
+        tuple(degraded),
+    )
+
+
+def _reason(label: str) -> FailureReason:
+    try:
+        return FailureReason(label)
+    except ValueError:
+        return FailureReason.SPAWN_FAILED

@@ -1,0 +1,321 @@
+"""The seccomp filter: which syscalls a sandboxed command may not make, and how it is told.
+
+Denied calls fail with EPERM, except ``clone3``, which fails with ENOSYS so the C
+library falls back to ``clone``, whose flags a classic BPF filter can read (it
+cannot follow clone3's pointer). A syscall from a foreign architecture, or an
+x32 number on x86_64, kills the process: its numbers would mean other calls.
+Numbers are from the kernel's syscall tables, per architecture.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno as errno_codes
+from dataclasses import dataclass
+
+from sandbx.boundary import _bpf
+from sandbx.boundary._bpf import Instruction
+from sandbx.boundary._syscalls import (
+    CLONE_NEWCGROUP,
+    CLONE_NEWIPC,
+    CLONE_NEWNET,
+    CLONE_NEWNS,
+    CLONE_NEWPID,
+    CLONE_NEWUSER,
+    CLONE_NEWUTS,
+    MACHINE,
+    PR_SET_SECCOMP,
+    prctl,
+)
+
+# include/uapi/linux/seccomp.h
+SECCOMP_MODE_FILTER = 2
+SECCOMP_RET_KILL_PROCESS = 0x80000000
+SECCOMP_RET_ERRNO = 0x00050000
+SECCOMP_RET_ALLOW = 0x7FFF0000
+
+# include/uapi/linux/audit.h: AUDIT_ARCH_* = EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE
+AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# arch/x86/include/uapi/asm/unistd.h: x32 numbers carry this bit.
+X32_SYSCALL_BIT = 0x40000000
+
+# include/linux/socket.h, include/linux/net.h
+AF_UNIX = 1
+SOCK_STREAM = 1
+SOCK_SEQPACKET = 5
+SOCK_TYPE_MASK = 0xF
+
+# include/uapi/asm-generic/ioctls.h: push a byte into a terminal's input; the
+# Linux console's multiplexer (whose subcode 2 pastes a selection).
+TIOCSTI = 0x5412
+TIOCLINUX = 0x541C
+
+NAMESPACE_CLONE_FLAGS = (
+    CLONE_NEWNS
+    | CLONE_NEWCGROUP
+    | CLONE_NEWUTS
+    | CLONE_NEWIPC
+    | CLONE_NEWUSER
+    | CLONE_NEWPID
+    | CLONE_NEWNET
+)
+
+# The calls refused outright: debugging other processes, reaching into their
+# memory or descriptors, every way to mount or leave the mount tree, entering
+# or making namespaces, kernel modules and kexec, eBPF, the kernel keyrings,
+# perf, userfaultfd (a race amplifier), io_uring (a second syscall path that
+# seccomp does not see), anonymous executable memory files, reboot and swap.
+DENIED_WITH_EPERM = (
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_open",
+    "pidfd_getfd",
+    "mount",
+    "umount2",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "move_mount",
+    "open_tree",
+    "open_tree_attr",
+    "mount_setattr",
+    "pivot_root",
+    "chroot",
+    "setns",
+    "unshare",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "kexec_load",
+    "kexec_file_load",
+    "bpf",
+    "add_key",
+    "request_key",
+    "keyctl",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "memfd_create",
+    "reboot",
+    "swapon",
+    "swapoff",
+)
+
+SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
+    # arch/x86/entry/syscalls/syscall_64.tbl
+    "x86_64": {
+        "ioctl": 16,
+        "socket": 41,
+        "socketpair": 53,
+        "clone": 56,
+        "ptrace": 101,
+        "pivot_root": 155,
+        "chroot": 161,
+        "mount": 165,
+        "umount2": 166,
+        "swapon": 167,
+        "swapoff": 168,
+        "reboot": 169,
+        "init_module": 175,
+        "delete_module": 176,
+        "kexec_load": 246,
+        "add_key": 248,
+        "request_key": 249,
+        "keyctl": 250,
+        "unshare": 272,
+        "perf_event_open": 298,
+        "setns": 308,
+        "process_vm_readv": 310,
+        "process_vm_writev": 311,
+        "finit_module": 313,
+        "memfd_create": 319,
+        "kexec_file_load": 320,
+        "bpf": 321,
+        "userfaultfd": 323,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "pidfd_open": 434,
+        "clone3": 435,
+        "pidfd_getfd": 438,
+        "mount_setattr": 442,
+        "open_tree_attr": 467,
+    },
+    # include/uapi/asm-generic/unistd.h
+    "aarch64": {
+        "ioctl": 29,
+        "umount2": 39,
+        "mount": 40,
+        "pivot_root": 41,
+        "chroot": 51,
+        "unshare": 97,
+        "kexec_load": 104,
+        "init_module": 105,
+        "delete_module": 106,
+        "ptrace": 117,
+        "reboot": 142,
+        "socket": 198,
+        "socketpair": 199,
+        "add_key": 217,
+        "request_key": 218,
+        "keyctl": 219,
+        "clone": 220,
+        "swapon": 224,
+        "swapoff": 225,
+        "perf_event_open": 241,
+        "setns": 268,
+        "process_vm_readv": 270,
+        "process_vm_writev": 271,
+        "finit_module": 273,
+        "memfd_create": 279,
+        "bpf": 280,
+        "userfaultfd": 282,
+        "kexec_file_load": 294,
+        "io_uring_setup": 425,
+        "io_uring_enter": 426,
+        "io_uring_register": 427,
+        "open_tree": 428,
+        "move_mount": 429,
+        "fsopen": 430,
+        "fsconfig": 431,
+        "fsmount": 432,
+        "fspick": 433,
+        "pidfd_open": 434,
+        "clone3": 435,
+        "pidfd_getfd": 438,
+        "mount_setattr": 442,
+        "open_tree_attr": 467,
+    },
+}
+
+
+def errno_action(code: int) -> int:
+    return SECCOMP_RET_ERRNO | code
+
+
+EPERM = errno_action(errno_codes.EPERM)
+ENOSYS = errno_action(errno_codes.ENOSYS)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FilterOptions:
+    allow_unix_sockets: bool = False
+
+
+def is_supported_machine(machine: str = MACHINE) -> bool:
+    return machine in AUDIT_ARCH
+
+
+def build_filter(options: FilterOptions, machine: str = MACHINE) -> list[Instruction]:
+    numbers = SYSCALL_NUMBERS[machine]
+    program: list[Instruction] = [
+        _bpf.load(_bpf.OFFSET_ARCH),
+        _bpf.jump_if_equal(AUDIT_ARCH[machine], if_true=1),
+        _bpf.give(SECCOMP_RET_KILL_PROCESS),
+        _bpf.load(_bpf.OFFSET_NR),
+    ]
+    if machine == "x86_64":
+        program += [
+            _bpf.jump_if_at_least(X32_SYSCALL_BIT, if_false=1),
+            _bpf.give(SECCOMP_RET_KILL_PROCESS),
+        ]
+    for name in DENIED_WITH_EPERM:
+        program += _refuse(numbers[name], EPERM)
+    program += _refuse(numbers["clone3"], ENOSYS)
+    program += _when_called(numbers["clone"], _clone_without_namespaces())
+    program += _when_called(numbers["ioctl"], _ioctl_without_terminal_injection())
+    if not options.allow_unix_sockets:
+        program += _when_called(numbers["socket"], _socket_without_unix())
+        program += _when_called(numbers["socketpair"], _socketpair_connected_unix_only())
+    program.append(_bpf.give(SECCOMP_RET_ALLOW))
+    return program
+
+
+def _refuse(number: int, action: int) -> list[Instruction]:
+    return [_bpf.jump_if_equal(number, if_false=1), _bpf.give(action)]
+
+
+def _when_called(number: int, body: list[Instruction]) -> list[Instruction]:
+    """Run ``body`` for this syscall only; every body ends in a RET, so A need not be restored."""
+    return [_bpf.jump_if_equal(number, if_false=len(body)), *body]
+
+
+def _clone_without_namespaces() -> list[Instruction]:
+    return [
+        _bpf.load(_bpf.offset_of_arg_low_word(0)),
+        _bpf.jump_if_any_bit(NAMESPACE_CLONE_FLAGS, if_false=1),
+        _bpf.give(EPERM),
+        _bpf.give(SECCOMP_RET_ALLOW),
+    ]
+
+
+def _ioctl_without_terminal_injection() -> list[Instruction]:
+    # ioctl's request is an unsigned int: the kernel ignores the upper 32 bits,
+    # so comparing the low word is exact and cannot be dodged by setting them.
+    return [
+        _bpf.load(_bpf.offset_of_arg_low_word(1)),
+        _bpf.jump_if_equal(TIOCSTI, if_true=1),
+        _bpf.jump_if_equal(TIOCLINUX, if_false=1),
+        _bpf.give(EPERM),
+        _bpf.give(SECCOMP_RET_ALLOW),
+    ]
+
+
+def _socket_without_unix() -> list[Instruction]:
+    return [
+        _bpf.load(_bpf.offset_of_arg_low_word(0)),
+        _bpf.jump_if_equal(AF_UNIX, if_false=1),
+        _bpf.give(EPERM),
+        _bpf.give(SECCOMP_RET_ALLOW),
+    ]
+
+
+def _socketpair_connected_unix_only() -> list[Instruction]:
+    # A connected pair cannot address anyone else; a datagram pair can sendto()
+    # any pathname socket on the host, which Landlock below ABI 9 does not see.
+    return [
+        _bpf.load(_bpf.offset_of_arg_low_word(0)),
+        _bpf.jump_if_equal(AF_UNIX, if_false=5),
+        _bpf.load(_bpf.offset_of_arg_low_word(1)),
+        _bpf.and_mask(SOCK_TYPE_MASK),
+        _bpf.jump_if_equal(SOCK_STREAM, if_true=2),
+        _bpf.jump_if_equal(SOCK_SEQPACKET, if_true=1),
+        _bpf.give(EPERM),
+        _bpf.give(SECCOMP_RET_ALLOW),
+    ]
+
+
+class SockFprog(ctypes.Structure):
+    """``struct sock_fprog``, include/uapi/linux/filter.h."""
+
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledFilter:
+    """A filter encoded ahead of the fork, so stage 2 only hands it to the kernel."""
+
+    code: bytes
+    length: int
+
+
+def compile_filter(options: FilterOptions) -> CompiledFilter:
+    program = build_filter(options)
+    return CompiledFilter(code=_bpf.encode(program), length=len(program))
+
+
+def install(compiled: CompiledFilter) -> None:
+    """Install on this process; no_new_privs must already be set (seccomp(2))."""
+    buffer = ctypes.create_string_buffer(compiled.code, len(compiled.code))
+    fprog = SockFprog(len=compiled.length, filter=ctypes.addressof(buffer))
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))

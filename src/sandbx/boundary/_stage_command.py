@@ -1,0 +1,182 @@
+"""Stage 2, the command: PID 1 of the sandbox, which locks itself down and then execs.
+
+One irreducible sequence, kept in one module because its order is the
+security argument: mounts need capabilities, so they come first; capabilities
+go before Landlock and seccomp; no_new_privs before either (landlock(7),
+seccomp(2)); the pin is checked after Landlock, on the very descriptor that is
+executed; seccomp last of all, since it forbids calls the steps before it make.
+Any failure is reported as one label from ``FailureReason`` and the process
+leaves with ``os._exit``; nothing runs unconfined by fallback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import select
+import signal
+from collections.abc import Callable
+from typing import NoReturn
+
+from sandbx.boundary import _landlock, _seccomp
+from sandbx.boundary._capabilities import drop_every_capability
+from sandbx.boundary._namespaces import mount_own_proc
+from sandbx.boundary._outcome import FailureReason, send_degraded, send_failed
+from sandbx.boundary._plan import Channels, LaunchPlan, PathRule
+from sandbx.boundary._syscalls import (
+    PR_SET_NO_NEW_PRIVS,
+    PR_SET_PDEATHSIG,
+    RESOLVE_NO_SYMLINKS,
+    close_range_cloexec,
+    openat2,
+    prctl,
+)
+from sandbx.policy import Pin, sha256_of_fd, starts_with_shebang
+
+# Dispositions the Python runtime changed (it ignores SIGPIPE and SIGXFSZ) or
+# that sandbx set; an ignored signal would survive execve(2).
+_SIGNALS_TO_RESET = (
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+)
+
+
+class _StageFailure(Exception):
+    def __init__(self, reason: FailureReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def run_command_stage(plan: LaunchPlan, channels: Channels, lifeline: int) -> NoReturn:
+    try:
+        _confine_and_exec(plan, channels, lifeline)
+    except _StageFailure as failure:
+        send_failed(channels.report, failure.reason, failure.detail)
+    except BaseException as exc:  # noqa: BLE001 - nothing may escape a forked child
+        send_failed(channels.report, FailureReason.SPAWN_FAILED, f"command stage: {exc!r}")
+    finally:
+        os._exit(127)
+
+
+def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> None:
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    _exit_if_supervisor_gone(lifeline)
+    for signal_number in _SIGNALS_TO_RESET:
+        signal.signal(signal_number, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    if channels.stderr is not None:
+        os.dup2(channels.stderr, 2)
+    if plan.mount_proc:
+        _step(FailureReason.NAMESPACE_SETUP_FAILED, "mounting the sandbox's /proc", mount_own_proc)
+    rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]
+    try:
+        degraded = drop_every_capability()
+    except OSError as exc:
+        raise _StageFailure(FailureReason.CAPABILITIES, f"capset: {exc.strerror}") from exc
+    for what in degraded:
+        send_degraded(channels.report, what)
+    # A new session has no controlling terminal, so the command cannot open
+    # /dev/tty to inject input into the terminal sandbx was started from.
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _apply_landlock(plan, rule_fds)
+    program_fd = None if plan.pin is None else _checked_pin(plan.pin)
+    _step(
+        FailureReason.SECCOMP,
+        "installing the seccomp filter",
+        lambda: _seccomp.install(plan.seccomp),
+    )
+    close_range_cloexec(3)
+    environment = dict(plan.environment)
+    try:
+        if program_fd is not None:
+            os.execve(program_fd, plan.argv, environment)
+        else:
+            os.execvpe(plan.argv[0], plan.argv, environment)
+    except OSError as exc:
+        raise _StageFailure(
+            FailureReason.EXEC_FAILED, f"{plan.argv[0]}: {exc.strerror} [{_errno_name(exc)}]"
+        ) from exc
+
+
+def _exit_if_supervisor_gone(lifeline: int) -> None:
+    poller = select.poll()
+    poller.register(lifeline, select.POLLIN)
+    if poller.poll(0):
+        os._exit(1)
+    os.close(lifeline)
+
+
+def _step(reason: FailureReason, what: str, action: Callable[[], None]) -> None:
+    try:
+        action()
+    except OSError as exc:
+        raise _StageFailure(reason, f"{what}: {exc.strerror}") from exc
+
+
+def _open_pinned_grant(rule: PathRule) -> int:
+    grant = rule.grant
+    try:
+        fd = openat2(grant.path, os.O_PATH | os.O_CLOEXEC, RESOLVE_NO_SYMLINKS)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _StageFailure(
+                FailureReason.GRANT_REDIRECTED,
+                f"{grant.path} now passes through a symlink; it did not at derivation",
+            ) from exc
+        raise _StageFailure(
+            FailureReason.GRANT_REPLACED, f"{grant.path} can no longer be opened: {exc.strerror}"
+        ) from exc
+    status = os.fstat(fd)
+    if grant.on_procfs:
+        matches = status.st_dev == os.stat("/proc").st_dev
+    else:
+        matches = (status.st_dev, status.st_ino) == (grant.device, grant.inode)
+    if not matches:
+        raise _StageFailure(
+            FailureReason.GRANT_REPLACED,
+            f"{grant.path} is not the file it was when the policy was derived",
+        )
+    return fd
+
+
+def _apply_landlock(plan: LaunchPlan, rule_fds: list[int]) -> None:
+    try:
+        ruleset = _landlock.create_ruleset(plan.handled)
+        for rule, fd in zip(plan.path_rules, rule_fds, strict=True):
+            if rule.rights:
+                _landlock.add_path_rule(ruleset, fd, rule.rights)
+            os.close(fd)
+        _landlock.restrict_self(ruleset)
+    except OSError as exc:
+        raise _StageFailure(FailureReason.LANDLOCK, f"Landlock: {exc.strerror}") from exc
+
+
+def _checked_pin(pin: Pin) -> int:
+    try:
+        fd = os.open(pin.program, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise _StageFailure(
+            FailureReason.PIN_REFUSED,
+            f"{pin.program} cannot be read to check its digest: {exc.strerror}",
+        ) from exc
+    if starts_with_shebang(fd):
+        raise _StageFailure(FailureReason.PIN_REFUSED, f"{pin.program} is a #! script")
+    found = sha256_of_fd(fd)
+    if found != pin.sha256:
+        raise _StageFailure(
+            FailureReason.PIN_MISMATCH,
+            f"{pin.program} hashes to {found}, but --pin-sha256 expects {pin.sha256}",
+        )
+    return fd
+
+
+def _errno_name(exc: OSError) -> str:
+    return errno.errorcode.get(exc.errno or 0, str(exc.errno))

@@ -1,0 +1,152 @@
+"""Raw kernel calls through ctypes: the only place sandbx talks to libc directly.
+
+Each wrapper raises ``OSError`` with the kernel's errno; callers translate it.
+Syscall numbers differ by architecture and come from the kernel's
+``arch/*/entry/syscalls`` tables (x86_64) and ``include/uapi/asm-generic/unistd.h``
+(aarch64). Integer arguments are passed as explicit C types: ctypes would
+otherwise truncate them to ``int``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.prctl.argtypes = [ctypes.c_int, *[ctypes.c_ulong] * 4]
+_libc.unshare.argtypes = [ctypes.c_int]
+_libc.mount.argtypes = [
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_char_p,
+    ctypes.c_ulong,
+    ctypes.c_void_p,
+]
+
+MACHINE = platform.machine()
+
+# Numbers shared by every architecture sandbx runs on (the unified table, 5.1+).
+SYS_PIDFD_OPEN = 434
+SYS_CLOSE_RANGE = 436
+SYS_OPENAT2 = 437
+SYS_LANDLOCK_CREATE_RULESET = 444
+SYS_LANDLOCK_ADD_RULE = 445
+SYS_LANDLOCK_RESTRICT_SELF = 446
+
+_SYS_SECCOMP = {"x86_64": 317, "aarch64": 277}
+_SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+
+# include/uapi/linux/prctl.h
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_SET_SECUREBITS = 28
+PR_SET_NO_NEW_PRIVS = 38
+PR_GET_NO_NEW_PRIVS = 39
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+PR_SET_SECCOMP = 22
+PR_GET_SECCOMP = 21
+
+# include/uapi/linux/sched.h
+CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+# include/uapi/linux/mount.h
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REC = 0x4000
+MS_PRIVATE = 1 << 18
+
+# include/uapi/linux/openat2.h
+RESOLVE_NO_SYMLINKS = 0x04
+RESOLVE_NO_MAGICLINKS = 0x02
+
+# include/uapi/linux/close_range.h
+CLOSE_RANGE_CLOEXEC = 1 << 2
+
+
+def _checked(result: int) -> int:
+    if result == -1:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+    return result
+
+
+def syscall(number: int, *args: int | ctypes.c_void_p) -> int:
+    converted = [ctypes.c_long(arg) if isinstance(arg, int) else arg for arg in args]
+    return _checked(int(_libc.syscall(ctypes.c_long(number), *converted)))
+
+
+def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
+    return _checked(_libc.prctl(option, arg2, arg3, arg4, arg5))
+
+
+def unshare(flags: int) -> None:
+    _checked(_libc.unshare(flags))
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    _checked(
+        _libc.mount(
+            None if source is None else os.fsencode(source),
+            os.fsencode(target),
+            None if fstype is None else os.fsencode(fstype),
+            flags,
+            None,
+        )
+    )
+
+
+def seccomp_syscall_number() -> int:
+    return _arch_number(_SYS_SECCOMP)
+
+
+def capset_syscall_number() -> int:
+    return _arch_number(_SYS_CAPSET)
+
+
+def _arch_number(table: dict[str, int]) -> int:
+    try:
+        return table[MACHINE]
+    except KeyError:
+        raise OSError(38, f"sandbx has no syscall table for {MACHINE}") from None
+
+
+def address_of(buffer: ctypes.Array[ctypes.c_char] | ctypes.Structure) -> ctypes.c_void_p:
+    return ctypes.c_void_p(ctypes.addressof(buffer))
+
+
+class OpenHow(ctypes.Structure):
+    """``struct open_how``, include/uapi/linux/openat2.h."""
+
+    _fields_ = (
+        ("flags", ctypes.c_uint64),
+        ("mode", ctypes.c_uint64),
+        ("resolve", ctypes.c_uint64),
+    )
+
+
+def openat2(path: str, flags: int, resolve: int) -> int:
+    how = OpenHow(flags=flags, mode=0, resolve=resolve)
+    encoded = ctypes.create_string_buffer(os.fsencode(path))
+    return syscall(
+        SYS_OPENAT2,
+        -100,  # AT_FDCWD; the paths passed here are always absolute
+        address_of(encoded),
+        address_of(how),
+        ctypes.sizeof(how),
+    )
+
+
+def close_range_cloexec(first: int) -> None:
+    syscall(SYS_CLOSE_RANGE, first, 0xFFFFFFFF, CLOSE_RANGE_CLOEXEC)

@@ -1,0 +1,78 @@
+"""The command line: subcommands, exit codes, and the one place errors reach the user.
+
+Subcommands are imported only when called (``_SUBCOMMANDS`` maps names to
+modules), so ``sandbox-run`` never pays for what another subcommand imports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import sys
+
+from sandbx.errors import EX_FAILURE, EX_USAGE, SandbxError
+
+__all__ = ["main"]
+
+_SUBCOMMANDS = {
+    "sandbox-run": "sandbx.cli._sandbox_run",
+    "hash": "sandbx.cli._hash",
+    "doctor": "sandbx.cli._doctor",
+}
+
+_USAGE = """\
+usage: sandbx [--debug] SUBCOMMAND [ARGS…]
+
+subcommands:
+  sandbox-run [FLAGS] -- CMD ARGS…   run one command inside the boundary
+  hash PATH                          print PATH's SHA-256 for --pin-sha256
+  doctor                             say what this host can enforce
+
+`sandbx SUBCOMMAND --help` describes each one.
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    debug = False
+    while words and words[0] == "--debug":
+        debug = True
+        words.pop(0)
+    if not words or words[0] in ("-h", "--help"):
+        _say(_USAGE)
+        return 0 if words else EX_USAGE
+    if words[0] == "--version":
+        from sandbx import __version__
+
+        _say(f"sandbx {__version__}\n", fd=1)
+        return 0
+    name, rest = words[0], words[1:]
+    module_name = _SUBCOMMANDS.get(name)
+    if module_name is None:
+        _say(f"sandbx: no subcommand {name!r} — run `sandbx --help` for the list\n")
+        return EX_USAGE
+    try:
+        module = importlib.import_module(module_name)
+        code: int = module.main(rest)
+    except SandbxError as error:
+        if debug:
+            raise
+        _say(error.one_line() + "\n")
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except Exception as error:
+        if debug:
+            raise
+        _say(
+            f"sandbx: internal error — {type(error).__name__}: {error} "
+            "(run again with --debug for the traceback)\n"
+        )
+        return EX_FAILURE
+    return code
+
+
+def _say(text: str, fd: int = 2) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, text.encode("utf-8", "backslashreplace"))
