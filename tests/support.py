@@ -85,11 +85,16 @@ class Run:
 
 def base_environment(home: Path) -> dict[str, str]:
     """A small, predictable environment: PATH, a HOME of the test's own, nothing secret."""
-    return {
+    env = {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(home),
         "LANG": "C.UTF-8",
     }
+    # Where sandbx is imported from a source tree rather than installed, the
+    # sandbx process (never the command inside it) needs the same path.
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def sandbx(
