@@ -1,5 +1,5 @@
 """``python -m sandbx``: the same entry point as the ``sandbx`` command."""
 
-from sandbx.cli import main
+from sandbx.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import enum
 import time
-from dataclasses import dataclass
+
+from sandbx._value import value
 
 MARKER = "sandbx::audit:"
 NO_SESSION = "-"
@@ -38,7 +39,7 @@ class RecordKind(enum.Enum):
 FieldValue = str | int | bool | tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Record:
     kind: RecordKind
     fields: tuple[tuple[str, FieldValue], ...]

@@ -6,8 +6,7 @@ what each field says, never whether the run may happen.
 
 from __future__ import annotations
 
-from typing import assert_never
-
+from sandbx._exhaustive import unreachable
 from sandbx.audit._records import NO_SESSION, FieldValue, Record, RecordKind, cut_args
 from sandbx.boundary import Exited, Failed, RunResult
 from sandbx.policy import Access, Command, Policy
@@ -52,7 +51,7 @@ def ended(spawn: str, command: Command, result: RunResult, session: str = NO_SES
                 ),
             )
         case _:
-            assert_never(outcome)
+            raise unreachable(outcome)
 
 
 def degraded(spawn: str, what: str, session: str = NO_SESSION) -> Record:

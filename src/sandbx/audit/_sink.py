@@ -6,9 +6,7 @@ processes share one file opened with O_APPEND.
 
 from __future__ import annotations
 
-import contextlib
-import os
-
+from sandbx._fdio import write_text
 from sandbx.audit._records import Record
 
 
@@ -17,8 +15,6 @@ class StderrSink:
         self._fd = fd
 
     def write(self, record: Record) -> None:
-        line = (record.render() + "\n").encode("utf-8", "backslashreplace")
         # When stderr is closed or its reader is gone, a record cannot be kept
         # anywhere else without breaking the promise that it goes to stderr.
-        with contextlib.suppress(OSError):
-            os.write(self._fd, line)
+        write_text(self._fd, record.render() + "\n")

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import itertools
 import os
-import secrets
 
-_PROCESS_NONCE = secrets.randbits(64)
+_PROCESS_NONCE = int.from_bytes(os.urandom(8), "little")
 _COUNTER = itertools.count()
 
 

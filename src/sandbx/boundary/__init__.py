@@ -7,14 +7,18 @@ refuses the run.
 """
 
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
+from sandbx.boundary._probe import HostReport, Probe, probe_host
 from sandbx.boundary._spawn import StderrGuard, run_sandboxed
 
 __all__ = [
     "Exited",
     "Failed",
     "FailureReason",
+    "HostReport",
     "Outcome",
+    "Probe",
     "RunResult",
     "StderrGuard",
+    "probe_host",
     "run_sandboxed",
 ]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from sandbx._value import value
 
 # include/uapi/linux/bpf_common.h and filter.h
 LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS
@@ -36,7 +37,7 @@ MAX_JUMP = 255
 MAX_INSTRUCTIONS = 4096  # BPF_MAXINSNS
 
 
-@dataclass(frozen=True, slots=True)
+@value(kw_only=False)
 class Instruction:
     code: int
     jump_true: int
@@ -82,7 +83,7 @@ def encode(program: list[Instruction]) -> bytes:
     return b"".join(instruction.encode() for instruction in program)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class SeccompData:
     """One syscall as a filter sees it."""
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.boundary._syscalls import (
     SYS_LANDLOCK_ADD_RULE,
     SYS_LANDLOCK_CREATE_RULESET,
@@ -119,7 +119,7 @@ class NetPortAttr(ctypes.Structure):
     _fields_ = (("allowed_access", ctypes.c_uint64), ("port", ctypes.c_uint64))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Handled:
     """What a ruleset on this ABI takes charge of."""
 

@@ -7,12 +7,13 @@ label from the closed set ``FailureReason``; nothing else crosses.
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import os
 import signal
-from dataclasses import dataclass
-from typing import assert_never
+
+from sandbx._exhaustive import unreachable
+from sandbx._fdio import write_text
+from sandbx._value import value
 
 
 class FailureReason(enum.Enum):
@@ -33,14 +34,23 @@ class FailureReason(enum.Enum):
     SPAWN_FAILED = "spawn_failed"
 
 
-@dataclass(frozen=True, slots=True)
+class StageFailure(Exception):
+    """Raised inside a stage to refuse the run: becomes one ``failed`` message."""
+
+    def __init__(self, reason: FailureReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+@value(kw_only=False)
 class Exited:
     """The command ran and ended; a death by signal n is code 128+n, as shells report it."""
 
     code: int
 
 
-@dataclass(frozen=True, slots=True)
+@value(kw_only=False)
 class Failed:
     reason: FailureReason
     detail: str
@@ -57,7 +67,7 @@ class Failed:
 Outcome = Exited | Failed
 
 
-@dataclass(frozen=True, slots=True)
+@value(kw_only=False)
 class RunResult:
     outcome: Outcome
     degraded: tuple[str, ...]
@@ -70,7 +80,7 @@ class RunResult:
             case Failed() as failed:
                 return failed.exit_code
             case _:
-                assert_never(self.outcome)
+                raise unreachable(self.outcome)
 
 
 def exit_code_of(wait_status: int) -> int:
@@ -106,8 +116,7 @@ def send_interrupted(fd: int, signal_number: int) -> None:
 def _send(fd: int, line: str) -> None:
     # When the reader is gone, the CLI died and this process follows it by its
     # parent-death signal: there is nobody left to tell.
-    with contextlib.suppress(OSError):
-        os.write(fd, (line + "\n").encode("utf-8", "backslashreplace"))
+    write_text(fd, line + "\n")
 
 
 def decode(stream: bytes) -> RunResult:

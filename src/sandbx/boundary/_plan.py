@@ -8,24 +8,27 @@ hand finished data to the kernel.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.boundary._landlock import Handled, handled_for, rights_for
+from sandbx.boundary._mounts import MountSpec, mount_specs
 from sandbx.boundary._seccomp import CompiledFilter, FilterOptions, compile_filter
 from sandbx.policy import Command, Pin, Policy, VettedGrant
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class PathRule:
     grant: VettedGrant
     rights: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class LaunchPlan:
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...]
     path_rules: tuple[PathRule, ...]
+    mounts: tuple[MountSpec, ...]
+    working_directory: str
     handled: Handled
     seccomp: CompiledFilter
     pin: Pin | None
@@ -35,7 +38,7 @@ class LaunchPlan:
     gid: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Channels:
     """Descriptors the stages inherit: where to report, and where stderr goes."""
 
@@ -62,6 +65,8 @@ def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
             )
             for grant in policy.grants
         ),
+        mounts=mount_specs(policy.grants),
+        working_directory=os.getcwd(),
         handled=handled,
         seccomp=_SECCOMP_BY_OPTIONS[options],
         pin=policy.pin,

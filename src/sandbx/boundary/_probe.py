@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.boundary import _landlock
 from sandbx.boundary._namespaces import SANDBOX_NAMESPACES, keep_mounts_private, map_caller
 from sandbx.boundary._seccomp import FilterOptions, compile_filter, install, is_supported_machine
@@ -25,13 +25,13 @@ from sandbx.boundary._syscalls import (
 from sandbx.boundary._syscalls import mount as mount_call
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Probe:
     ok: bool
     detail: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class HostReport:
     kernel: str
     machine: str

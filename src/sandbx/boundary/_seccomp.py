@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import ctypes
 import errno as errno_codes
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.boundary import _bpf
 from sandbx.boundary._bpf import Instruction
 from sandbx.boundary._syscalls import (
@@ -207,7 +207,7 @@ EPERM = errno_action(errno_codes.EPERM)
 ENOSYS = errno_action(errno_codes.ENOSYS)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class FilterOptions:
     allow_unix_sockets: bool = False
 
@@ -301,7 +301,7 @@ class SockFprog(ctypes.Structure):
     _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
 
 
-@dataclass(frozen=True, slots=True)
+@value(kw_only=False)
 class CompiledFilter:
     """A filter encoded ahead of the fork, so stage 2 only hands it to the kernel."""
 

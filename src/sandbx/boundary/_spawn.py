@@ -8,26 +8,26 @@ terminal) so that no line the command writes can pass for an audit record.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 
+from sandbx._fdio import write_all
+from sandbx._value import value
 from sandbx.boundary._landlock import MINIMUM_ABI, abi_version
 from sandbx.boundary._outcome import Failed, FailureReason, RunResult, decode
 from sandbx.boundary._plan import Channels, build_plan
 from sandbx.boundary._seccomp import is_supported_machine
 from sandbx.boundary._stage_supervisor import INTERRUPTING_SIGNALS, supervise
-from sandbx.boundary._syscalls import MACHINE
+from sandbx.boundary._syscalls import MACHINE, PR_SET_DUMPABLE, prctl
 from sandbx.policy import Command, Policy
 
 _READ_CHUNK = 65536
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class StderrGuard:
     """A byte string the command's stderr may not carry, and what replaces it."""
 
@@ -51,6 +51,10 @@ def run_sandboxed(
     if not is_supported_machine():
         return _refused(FailureReason.UNSUPPORTED, f"no seccomp syscall table for {MACHINE}")
     plan = build_plan(policy, command, abi=abi)
+    # The harness will hold secrets (an API key, under agent-run); a
+    # non-dumpable process cannot be ptraced or have its /proc/PID/mem read by
+    # other processes of the same user.
+    prctl(PR_SET_DUMPABLE, 0)
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
     relay = None
     if stderr_guard is not None and not os.isatty(2):
@@ -95,8 +99,10 @@ def _forward_signals_to(pid: int) -> dict[int, _Handler]:
     """While the run lasts, a signal to sandbx is passed to the supervisor, which ends the run."""
 
     def forward(signal_number: int, _frame: FrameType | None) -> None:
-        with contextlib.suppress(ProcessLookupError):
+        try:
             os.kill(pid, signal_number)
+        except ProcessLookupError:
+            return  # the supervisor has already ended
 
     previous: dict[int, _Handler] = {}
     for signal_number in INTERRUPTING_SIGNALS:
@@ -123,11 +129,11 @@ def _pump(report_fd: int, stderr_fd: int | None, guard: StderrGuard | None) -> b
                 open_fds.discard(fd)
                 os.close(fd)
                 if fd == stderr_fd and defang is not None:
-                    _write_all(2, defang.finish())
+                    write_all(2, defang.finish())
             elif fd == report_fd:
                 report += chunk
             elif defang is not None:
-                _write_all(2, defang.feed(chunk))
+                write_all(2, defang.feed(chunk))
     return bytes(report)
 
 
@@ -162,13 +168,3 @@ class _Defang:
             self._last_byte = tail[-1:]
         # A record must begin its own line; end the command's unterminated one.
         return tail + (b"" if self._last_byte == b"\n" else b"\n")
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except BrokenPipeError:
-            return  # nobody reads stderr any more; keep draining so the command is not blocked
-        view = view[written:]

@@ -17,19 +17,18 @@ import resource
 import select
 import signal
 from collections.abc import Callable
-from typing import NoReturn
 
 from sandbx.boundary import _landlock, _seccomp
 from sandbx.boundary._capabilities import drop_every_capability
+from sandbx.boundary._mounts import confine_mounts
 from sandbx.boundary._namespaces import mount_own_proc
-from sandbx.boundary._outcome import FailureReason, send_degraded, send_failed
+from sandbx.boundary._outcome import FailureReason, StageFailure, send_degraded, send_failed
+from sandbx.boundary._pinned import open_pinned
 from sandbx.boundary._plan import Channels, LaunchPlan, PathRule
 from sandbx.boundary._syscalls import (
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
-    RESOLVE_NO_SYMLINKS,
     close_range_cloexec,
-    openat2,
     prctl,
 )
 from sandbx.policy import Pin, sha256_of_fd, starts_with_shebang
@@ -45,18 +44,15 @@ _SIGNALS_TO_RESET = (
     signal.SIGQUIT,
 )
 
-
-class _StageFailure(Exception):
-    def __init__(self, reason: FailureReason, detail: str) -> None:
-        super().__init__(detail)
-        self.reason = reason
-        self.detail = detail
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 
 def run_command_stage(plan: LaunchPlan, channels: Channels, lifeline: int) -> NoReturn:
     try:
         _confine_and_exec(plan, channels, lifeline)
-    except _StageFailure as failure:
+    except StageFailure as failure:
         send_failed(channels.report, failure.reason, failure.detail)
     except BaseException as exc:  # noqa: BLE001 - nothing may escape a forked child
         send_failed(channels.report, FailureReason.SPAWN_FAILED, f"command stage: {exc!r}")
@@ -72,20 +68,9 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
     if channels.stderr is not None:
         os.dup2(channels.stderr, 2)
-    if plan.mount_proc:
-        _step(FailureReason.NAMESPACE_SETUP_FAILED, "mounting the sandbox's /proc", mount_own_proc)
+    _set_up_mounts(plan)
     rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]
-    try:
-        degraded = drop_every_capability()
-    except OSError as exc:
-        raise _StageFailure(FailureReason.CAPABILITIES, f"capset: {exc.strerror}") from exc
-    for what in degraded:
-        send_degraded(channels.report, what)
-    # A new session has no controlling terminal, so the command cannot open
-    # /dev/tty to inject input into the terminal sandbx was started from.
-    os.setsid()
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _drop_privileges(channels)
     _apply_landlock(plan, rule_fds)
     program_fd = None if plan.pin is None else _checked_pin(plan.pin)
     _step(
@@ -94,6 +79,41 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
         lambda: _seccomp.install(plan.seccomp),
     )
     close_range_cloexec(3)
+    _exec(plan, program_fd)
+
+
+def _set_up_mounts(plan: LaunchPlan) -> None:
+    if plan.mount_proc:
+        _step(FailureReason.NAMESPACE_SETUP_FAILED, "mounting the sandbox's /proc", mount_own_proc)
+    _step(
+        FailureReason.NAMESPACE_SETUP_FAILED,
+        "making mounts read-only and no-exec outside the grants",
+        lambda: confine_mounts(plan.mounts),
+    )
+    # The working directory still names the mount it was entered through; a
+    # write grant's new mount covers it only once the path is resolved again.
+    _step(
+        FailureReason.NAMESPACE_SETUP_FAILED,
+        "entering the working directory again",
+        lambda: os.chdir(plan.working_directory),
+    )
+
+
+def _drop_privileges(channels: Channels) -> None:
+    try:
+        degraded = drop_every_capability()
+    except OSError as exc:
+        raise StageFailure(FailureReason.CAPABILITIES, f"capset: {exc.strerror}") from exc
+    for what in degraded:
+        send_degraded(channels.report, what)
+    # A new session has no controlling terminal, so the command cannot open
+    # /dev/tty to inject input into the terminal sandbx was started from.
+    os.setsid()
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+
+
+def _exec(plan: LaunchPlan, program_fd: int | None) -> None:
     environment = dict(plan.environment)
     try:
         if program_fd is not None:
@@ -101,7 +121,7 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
         else:
             os.execvpe(plan.argv[0], plan.argv, environment)
     except OSError as exc:
-        raise _StageFailure(
+        raise StageFailure(
             FailureReason.EXEC_FAILED, f"{plan.argv[0]}: {exc.strerror} [{_errno_name(exc)}]"
         ) from exc
 
@@ -118,33 +138,14 @@ def _step(reason: FailureReason, what: str, action: Callable[[], None]) -> None:
     try:
         action()
     except OSError as exc:
-        raise _StageFailure(reason, f"{what}: {exc.strerror}") from exc
+        raise StageFailure(reason, f"{what}: {exc.strerror}") from exc
 
 
 def _open_pinned_grant(rule: PathRule) -> int:
     grant = rule.grant
-    try:
-        fd = openat2(grant.path, os.O_PATH | os.O_CLOEXEC, RESOLVE_NO_SYMLINKS)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise _StageFailure(
-                FailureReason.GRANT_REDIRECTED,
-                f"{grant.path} now passes through a symlink; it did not at derivation",
-            ) from exc
-        raise _StageFailure(
-            FailureReason.GRANT_REPLACED, f"{grant.path} can no longer be opened: {exc.strerror}"
-        ) from exc
-    status = os.fstat(fd)
-    if grant.on_procfs:
-        matches = status.st_dev == os.stat("/proc").st_dev
-    else:
-        matches = (status.st_dev, status.st_ino) == (grant.device, grant.inode)
-    if not matches:
-        raise _StageFailure(
-            FailureReason.GRANT_REPLACED,
-            f"{grant.path} is not the file it was when the policy was derived",
-        )
-    return fd
+    return open_pinned(
+        grant.path, device=grant.device, inode=grant.inode, on_procfs=grant.on_procfs
+    )
 
 
 def _apply_landlock(plan: LaunchPlan, rule_fds: list[int]) -> None:
@@ -156,22 +157,22 @@ def _apply_landlock(plan: LaunchPlan, rule_fds: list[int]) -> None:
             os.close(fd)
         _landlock.restrict_self(ruleset)
     except OSError as exc:
-        raise _StageFailure(FailureReason.LANDLOCK, f"Landlock: {exc.strerror}") from exc
+        raise StageFailure(FailureReason.LANDLOCK, f"Landlock: {exc.strerror}") from exc
 
 
 def _checked_pin(pin: Pin) -> int:
     try:
         fd = os.open(pin.program, os.O_RDONLY | os.O_CLOEXEC)
     except OSError as exc:
-        raise _StageFailure(
+        raise StageFailure(
             FailureReason.PIN_REFUSED,
             f"{pin.program} cannot be read to check its digest: {exc.strerror}",
         ) from exc
     if starts_with_shebang(fd):
-        raise _StageFailure(FailureReason.PIN_REFUSED, f"{pin.program} is a #! script")
+        raise StageFailure(FailureReason.PIN_REFUSED, f"{pin.program} is a #! script")
     found = sha256_of_fd(fd)
     if found != pin.sha256:
-        raise _StageFailure(
+        raise StageFailure(
             FailureReason.PIN_MISMATCH,
             f"{pin.program} hashes to {found}, but --pin-sha256 expects {pin.sha256}",
         )

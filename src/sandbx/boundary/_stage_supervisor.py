@@ -14,7 +14,6 @@ import os
 import select
 import signal
 import time
-from typing import NoReturn
 
 from sandbx.boundary._namespaces import (
     SANDBOX_NAMESPACES,
@@ -34,6 +33,10 @@ from sandbx.boundary._outcome import (
 from sandbx.boundary._plan import Channels, LaunchPlan
 from sandbx.boundary._stage_command import run_command_stage
 from sandbx.boundary._syscalls import PR_SET_DUMPABLE, PR_SET_PDEATHSIG, prctl
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 # Signals that end a run early: each kills the sandbox and is relayed as 128+n.
 INTERRUPTING_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})

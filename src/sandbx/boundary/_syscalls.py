@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -26,7 +25,7 @@ _libc.mount.argtypes = [
     ctypes.c_void_p,
 ]
 
-MACHINE = platform.machine()
+MACHINE = os.uname().machine
 
 # Numbers shared by every architecture sandbx runs on (the unified table, 5.1+).
 SYS_PIDFD_OPEN = 434
@@ -82,7 +81,9 @@ def _checked(result: int) -> int:
     return result
 
 
-def syscall(number: int, *args: int | ctypes.c_void_p) -> int:
+def syscall(number: int, *args: int | bytes | ctypes.c_void_p) -> int:
+    """Call ``number``; a ``bytes`` argument is passed as a NUL-terminated ``char *``
+    that ctypes keeps alive for the duration of the call."""
     converted = [ctypes.c_long(arg) if isinstance(arg, int) else arg for arg in args]
     return _checked(int(_libc.syscall(ctypes.c_long(number), *converted)))
 
@@ -138,11 +139,10 @@ class OpenHow(ctypes.Structure):
 
 def openat2(path: str, flags: int, resolve: int) -> int:
     how = OpenHow(flags=flags, mode=0, resolve=resolve)
-    encoded = ctypes.create_string_buffer(os.fsencode(path))
     return syscall(
         SYS_OPENAT2,
         -100,  # AT_FDCWD; the paths passed here are always absolute
-        address_of(encoded),
+        os.fsencode(path),
         address_of(how),
         ctypes.sizeof(how),
     )

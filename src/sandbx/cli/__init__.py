@@ -6,14 +6,19 @@ modules), so ``sandbox-run`` never pays for what another subcommand imports.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import os
 import sys
 
+from sandbx._fdio import write_text
+from sandbx.cli._flags import HelpRequested
 from sandbx.errors import EX_FAILURE, EX_USAGE, SandbxError
 
-__all__ = ["main"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+__all__ = ["entry", "main"]
 
 _SUBCOMMANDS = {
     "sandbox-run": "sandbx.cli._sandbox_run",
@@ -33,6 +38,14 @@ subcommands:
 """
 
 
+def entry() -> NoReturn:
+    """The ``sandbx`` command. It leaves by ``os._exit``: everything it writes goes
+    out unbuffered through ``os.write``, so the interpreter's finalization (a few
+    milliseconds of module teardown) would only delay the exit code.
+    """
+    os._exit(main())
+
+
 def main(argv: list[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     debug = False
@@ -47,7 +60,10 @@ def main(argv: list[str] | None = None) -> int:
 
         _say(f"sandbx {__version__}\n", fd=1)
         return 0
-    name, rest = words[0], words[1:]
+    return _run_subcommand(words[0], words[1:], debug=debug)
+
+
+def _run_subcommand(name: str, rest: list[str], *, debug: bool) -> int:
     module_name = _SUBCOMMANDS.get(name)
     if module_name is None:
         _say(f"sandbx: no subcommand {name!r} — run `sandbx --help` for the list\n")
@@ -55,6 +71,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
         code: int = module.main(rest)
+    except HelpRequested as shown:
+        _say(shown.text, fd=1)
+        return 0
     except SandbxError as error:
         if debug:
             raise
@@ -74,5 +93,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _say(text: str, fd: int = 2) -> None:
-    with contextlib.suppress(OSError):
-        os.write(fd, text.encode("utf-8", "backslashreplace"))
+    write_text(fd, text)

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 import os
 
-from sandbx.boundary import Exited, run_sandboxed
-from sandbx.boundary._probe import HostReport, Probe, probe_host
-from sandbx.cli._parsing import Parser
+from sandbx.boundary import Exited, HostReport, Probe, probe_host, run_sandboxed
+from sandbx.cli._flags import check, parse
 from sandbx.errors import SandbxError
 from sandbx.policy import Command, GrantFlags, derive_policy
 
 _MINIMUM_ABI = 5
+PROG = "sandbx doctor"
 
 
 def main(argv: list[str]) -> int:
-    Parser(
-        "sandbx doctor", "Say what this host can enforce, and which runs it would refuse."
-    ).parse_args(argv)
+    parsed = parse(
+        PROG, "Say what this host can enforce, and which runs it would refuse.", (), argv
+    )
+    check(not parsed.rest, PROG, "takes no arguments", "run `sandbx doctor`")
     report = probe_host()
     end_to_end = _run_true()
     lines = [

@@ -7,15 +7,55 @@ own (a signal as 128+n); sandbx's own failures exit 1 with one line, usage 64.
 
 from __future__ import annotations
 
-import argparse
 import os
-from typing import assert_never
 
 from sandbx import audit
+from sandbx._exhaustive import unreachable
 from sandbx.boundary import Failed, FailureReason, StderrGuard, run_sandboxed
-from sandbx.cli._parsing import OnlyOnce, Parser, command_after_separator, positive_seconds
+from sandbx.cli._flags import Flag, Parsed, check, parse
 from sandbx.errors import UsageError
-from sandbx.policy import Command, GrantFlags, derive_policy, vet_env_name
+from sandbx.policy import Command, GrantFlags, derive_policy
+
+PROG = "sandbx sandbox-run"
+SUMMARY = (
+    "Run CMD confined: read+exec on the system directories, read+write on the working "
+    "directory (replaced by any path flag), no network, a cleared environment."
+)
+
+GRANT_FLAGS = (
+    Flag(name="--allow-read", metavar="PATH", repeatable=True, help="read PATH"),
+    Flag(
+        name="--allow-write",
+        metavar="PATH",
+        repeatable=True,
+        help="read and write PATH; write does not imply execute",
+    ),
+    Flag(
+        name="--allow-exec",
+        metavar="PATH",
+        repeatable=True,
+        help="read and run programs under PATH",
+    ),
+    Flag(
+        name="--allow-env",
+        metavar="NAME",
+        repeatable=True,
+        help="pass NAME with the value sandbx itself holds",
+    ),
+    Flag(
+        name="--pin-sha256",
+        metavar="HEX",
+        help="refuse the run unless the absolute program after -- hashes to HEX",
+    ),
+)
+RUN_FLAGS = (
+    *GRANT_FLAGS,
+    Flag(
+        name="--timeout",
+        metavar="SECONDS",
+        help="kill the command, and every process it spawned, past SECONDS",
+    ),
+)
 
 GUARD = StderrGuard(
     marker=audit.MARKER.encode(),
@@ -23,84 +63,40 @@ GUARD = StderrGuard(
 )
 
 
-def build_parser(prog: str = "sandbx sandbox-run") -> Parser:
-    parser = Parser(
-        prog,
-        "Run CMD confined: read+exec on the system directories, read+write on the working "
-        "directory (replaced by any path flag), no network, a cleared environment.",
-    )
-    add_grant_flags(parser)
-    parser.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        metavar="SECONDS",
-        help="kill the command, and every process it spawned, past this many seconds",
-    )
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ARGS")
-    return parser
-
-
-def add_grant_flags(parser: Parser) -> None:
-    parser.add_argument(
-        "--allow-read", action="append", default=[], metavar="PATH", help="read PATH (repeatable)"
-    )
-    parser.add_argument(
-        "--allow-write",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="read and write PATH (repeatable); write does not imply execute",
-    )
-    parser.add_argument(
-        "--allow-exec",
-        action="append",
-        default=[],
-        metavar="PATH",
-        help="read and run programs under PATH (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-env",
-        action="append",
-        default=[],
-        metavar="NAME",
-        type=_env_name,
-        help="pass NAME with the value sandbx holds (repeatable)",
-    )
-    parser.add_argument(
-        "--pin-sha256",
-        action=OnlyOnce,
-        metavar="HEX",
-        help="refuse the run unless the absolute program after -- hashes to HEX",
-    )
-
-
-def _env_name(text: str) -> str:
-    try:
-        return vet_env_name(text)
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(f"{exc.what} ({exc.hint})") from None
-
-
-def grant_flags_from(arguments: argparse.Namespace) -> GrantFlags:
+def grant_flags_from(parsed: Parsed, prog: str) -> GrantFlags:
     return GrantFlags(
-        read=tuple(arguments.allow_read),
-        write=tuple(arguments.allow_write),
-        execute=tuple(arguments.allow_exec),
-        env=tuple(arguments.allow_env),
-        pin_sha256=arguments.pin_sha256,
-        timeout_seconds=getattr(arguments, "timeout", None),
+        read=tuple(parsed.all("--allow-read")),
+        write=tuple(parsed.all("--allow-write")),
+        execute=tuple(parsed.all("--allow-exec")),
+        env=tuple(parsed.all("--allow-env")),
+        pin_sha256=parsed.one("--pin-sha256"),
+        timeout_seconds=_seconds(parsed.one("--timeout"), prog),
     )
+
+
+def _seconds(text: str | None, prog: str) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise UsageError(
+            f"{prog}: --timeout {text!r} is not a number of seconds",
+            "pass --timeout SECONDS, for example --timeout 30",
+        ) from None
 
 
 def main(argv: list[str]) -> int:
-    parser = build_parser()
-    arguments = parser.parse_args(argv)
-    words = command_after_separator(arguments.command)
-    if not words:
-        parser.error("no command to run; put it after --, as in `sandbx sandbox-run -- ls`")
-    command = Command(argv=tuple(words))
+    parsed = parse(PROG, SUMMARY, RUN_FLAGS, argv)
+    check(
+        bool(parsed.rest),
+        PROG,
+        "no command to run",
+        "put it after --, as in `sandbx sandbox-run -- ls`",
+    )
+    command = Command(argv=parsed.rest)
     policy = derive_policy(
-        grant_flags_from(arguments),
+        grant_flags_from(parsed, PROG),
         command,
         working_directory=os.getcwd(),
         environ=os.environ,
@@ -145,7 +141,7 @@ def _hint_for(reason: FailureReason) -> str:
         case FailureReason.SPAWN_FAILED:
             return "run `sandbx doctor`; if it is healthy, this is a bug in sandbx"
         case _:
-            assert_never(reason)
+            raise unreachable(reason)
 
 
 def _explain(failure: Failed, command: Command) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.errors import GrantPathUnusable, GrantReachesOwnedPath, UsageError
 from sandbx.policy._derived_root import vet_derived_root
 from sandbx.policy._environment import crossing_environment, granted_names
@@ -32,7 +32,7 @@ SYSTEM_FLOOR = ("/usr", "/bin", "/lib", "/lib64")
 _PROCFS_ROOT = "/proc"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class GrantFlags:
     """The grant-bearing flags of a run, as typed."""
 

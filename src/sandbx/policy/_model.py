@@ -8,7 +8,8 @@ refusals cannot reach the boundary.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+
+from sandbx._value import value
 
 _VETTING_TOKEN = object()
 
@@ -31,7 +32,7 @@ class GrantOrigin(enum.Enum):
     FLAG = "flag"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class VettedGrant:
     """A path grant after the refusals, pinned to the file it named at derivation."""
 
@@ -44,7 +45,7 @@ class VettedGrant:
     # Grants at or under /proc name the sandbox's own procfs, mounted inside
     # the sandbox, so they are checked by file system type, not by inode.
     on_procfs: bool
-    vetted_by: object = field(repr=False, compare=False)
+    vetted_by: object
 
     def __post_init__(self) -> None:
         if self.vetted_by is not _VETTING_TOKEN:
@@ -56,7 +57,7 @@ class NetworkKind(enum.Enum):
     DENIED = "denied"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Network:
     kind: NetworkKind = NetworkKind.DENIED
     ports: tuple[int, ...] = ()
@@ -65,7 +66,7 @@ class Network:
     dns_over_tcp: bool = False
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Pin:
     """The bytes the program after ``--`` must hash to before it may run."""
 
@@ -73,7 +74,7 @@ class Pin:
     sha256: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Policy:
     """Every grant of one run, derived once and never widened."""
 
@@ -88,7 +89,7 @@ class Policy:
         return sum(1 for grant in self.grants if grant.access is access)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class Command:
     """What to run: ``argv[0]`` is looked up on the command's own PATH unless it has a slash."""
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import pwd
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from sandbx._value import value
 from sandbx.policy._paths import canonical
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@value
 class OwnedPath:
     kind: str
     path: str

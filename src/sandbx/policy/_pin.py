@@ -7,20 +7,18 @@ unpinned), and a program that may be executed but not read.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 
 from sandbx.errors import PinRefused, UsageError
 from sandbx.policy._model import Pin
 
-_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+_HEX_DIGITS = frozenset("0123456789abcdef")
 _CHUNK = 1 << 20
 
 
 def parse_digest(text: str) -> str:
     digest = text.strip().lower()
-    if not _SHA256_HEX.fullmatch(digest):
+    if len(digest) != 64 or not set(digest) <= _HEX_DIGITS:
         raise UsageError(
             f"--pin-sha256 {text!r} is not a SHA-256 digest",
             "pass 64 hex digits, as `sandbx hash PATH` prints them",
@@ -29,6 +27,9 @@ def parse_digest(text: str) -> str:
 
 
 def sha256_of_fd(fd: int) -> str:
+    # Imported here: loading OpenSSL costs milliseconds that only a pinned run needs.
+    import hashlib  # noqa: PLC0415
+
     digest = hashlib.sha256()
     offset = 0
     while chunk := os.pread(fd, _CHUNK, offset):

@@ -1,0 +1,147 @@
+"""Mount flags as a second wall behind Landlock: read-only and no-exec outside the grants.
+
+Landlock does not govern chmod, chown, utimes or extended attributes, nor
+code mapped by the dynamic loader (``ld.so ./program`` needs only read access;
+landlock(7), "Current limitations"). Mount flags do: a read-only mount refuses
+the first with EROFS, and a no-exec mount refuses execve and PROT_EXEC mappings.
+So in the sandbox's private mount namespace every mount becomes read-only and
+no-exec, then each grant root gets a mount of its own whose flags match what
+the grants covering it allow: writable under a write grant, executable under an
+exec grant (the same union Landlock applies).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+
+from sandbx._value import value
+from sandbx.boundary._pinned import open_pinned
+from sandbx.boundary._syscalls import address_of, syscall
+from sandbx.policy import Access, VettedGrant, is_within
+
+# The new mount API, the same numbers on every architecture (include/uapi/asm-generic/unistd.h).
+_SYS_OPEN_TREE = 428
+_SYS_MOVE_MOUNT = 429
+_SYS_MOUNT_SETATTR = 442
+# include/uapi/linux/mount.h and fcntl.h
+_OPEN_TREE_CLONE = 1
+_MOVE_MOUNT_F_EMPTY_PATH = 0x00000004
+_MOVE_MOUNT_T_EMPTY_PATH = 0x00000040
+_MOUNT_ATTR_RDONLY = 0x00000001
+_MOUNT_ATTR_NOSUID = 0x00000002
+_MOUNT_ATTR_NOEXEC = 0x00000008
+_AT_FDCWD = -100
+_AT_EMPTY_PATH = 0x1000
+_AT_RECURSIVE = 0x8000
+
+
+@value
+class MountSpec:
+    """One grant root's own mount: what the grants covering it allow."""
+
+    path: str
+    device: int
+    inode: int
+    writable: bool
+    executable: bool
+
+
+def mount_specs(grants: tuple[VettedGrant, ...]) -> tuple[MountSpec, ...]:
+    """One spec per grant root, parents before children so nested mounts stack."""
+    roots = {grant.path: grant for grant in grants if not grant.on_procfs}
+    specs = []
+    for root in sorted(roots, key=_depth):
+        covering = [grant.access for grant in grants if is_within(root, grant.path)]
+        specs.append(
+            MountSpec(
+                path=root,
+                device=roots[root].device,
+                inode=roots[root].inode,
+                writable=Access.WRITE in covering,
+                executable=Access.EXECUTE in covering,
+            )
+        )
+    return tuple(specs)
+
+
+def _depth(path: str) -> tuple[int, str]:
+    return (path.count("/"), path)
+
+
+def confine_mounts(specs: tuple[MountSpec, ...]) -> None:
+    """Needs CAP_SYS_ADMIN in the sandbox's user namespace; run before capabilities go."""
+    _set_attributes(
+        _AT_FDCWD,
+        "/",
+        _AT_RECURSIVE,
+        set_flags=_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOEXEC | _MOUNT_ATTR_NOSUID,
+    )
+    for spec in specs:
+        # Opened again for each spec, after its parents were mounted, so that a
+        # nested root is found through its parent's new mount; by descriptor, so
+        # nothing is resolved twice. Raises StageFailure for a root that moved.
+        place = open_pinned(spec.path, device=spec.device, inode=spec.inode)
+        try:
+            tree = syscall(
+                _SYS_OPEN_TREE,
+                place,
+                b"",
+                _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_RECURSIVE | _AT_EMPTY_PATH,
+            )
+        except OSError:
+            os.close(place)
+            raise
+        try:
+            kept = (0 if spec.writable else _MOUNT_ATTR_RDONLY) | (
+                0 if spec.executable else _MOUNT_ATTR_NOEXEC
+            )
+            cleared = (_MOUNT_ATTR_RDONLY if spec.writable else 0) | (
+                _MOUNT_ATTR_NOEXEC if spec.executable else 0
+            )
+            flags = _AT_EMPTY_PATH | _AT_RECURSIVE
+            if kept:
+                _set_attributes(tree, "", flags, set_flags=kept)
+            # Where the host mounted this read-only or no-exec and locked the
+            # flag (a mount inherited into a less privileged user namespace),
+            # clearing it fails with EPERM: it stays as the host has it.
+            if cleared:
+                with contextlib.suppress(PermissionError):
+                    _set_attributes(tree, "", flags, clear_flags=cleared)
+            syscall(
+                _SYS_MOVE_MOUNT,
+                tree,
+                b"",
+                place,
+                b"",
+                _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH,
+            )
+        finally:
+            os.close(tree)
+            os.close(place)
+
+
+class _MountAttr(ctypes.Structure):
+    """``struct mount_attr``, include/uapi/linux/mount.h."""
+
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def _set_attributes(
+    dirfd: int, path: str, flags: int, *, set_flags: int = 0, clear_flags: int = 0
+) -> None:
+    attr = _MountAttr(attr_set=set_flags, attr_clr=clear_flags, propagation=0, userns_fd=0)
+    syscall(
+        _SYS_MOUNT_SETATTR,
+        dirfd,
+        os.fsencode(path),
+        flags,
+        address_of(attr),
+        ctypes.sizeof(attr),
+    )
