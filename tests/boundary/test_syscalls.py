@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from tests.support import SANDBX, Run, Sandbx, parse_records, running_as_root
 
-from sandbx.boundary._seccomp import DENIED_WITH_EPERM, SYSCALL_NUMBERS, X32_SYSCALL_BIT
+from sandbx.boundary._seccomp import DENIED_WITH_EPERM, SYSCALL_NUMBERS
 
 pytestmark = pytest.mark.boundary
 
@@ -78,6 +78,8 @@ TCGETS = 0x5401
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
 UPPER_HALF = 0xFFFFFFFF_00000000
+# arch/x86/include/uapi/asm/unistd.h
+X32_SYSCALL_BIT = 0x40000000
 
 # An i386 getpid through int 0x80: mov eax, 20; int 0x80; ret.
 I386_GETPID = """
