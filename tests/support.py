@@ -23,7 +23,10 @@ _RECORD = re.compile(
     r"^(?P<time>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z) +(?P<level>INFO|WARN) sandbx::audit: "
     r"(?P<body>.*)$"
 )
-_FIELD = re.compile(r'(?P<name>[a-z_]+)=(?P<value>"(?:[^"\\]|\\.)*"|\[(?:[^\]"]|"(?:[^"\\]|\\.)*")*\]|\S+)')
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+_FIELD = re.compile(
+    rf"(?P<name>[a-z_]+)=(?P<value>{_QUOTED}|\[(?:[^\]\"]|{_QUOTED})*\]|\S+)"
+)
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 

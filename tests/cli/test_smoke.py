@@ -1,4 +1,4 @@
-"""The README's first promise: a real command runs in the project directory and its records follow."""
+"""The README's first promise: a real command runs in the project directory, records follow."""
 
 from tests.support import Sandbx
 
