@@ -91,4 +91,5 @@ class HostError(SandbxError):
 
 
 def _single_line(text: str) -> str:
-    return " ".join(text.splitlines())
+    # A path may hold a newline; shown escaped, it still names the same path.
+    return text.replace("\r", "\\r").replace("\n", "\\n")

@@ -1,7 +1,6 @@
-"""Each seccomp rule on the real kernel, through the CLI: a probe calls the syscall with ctypes.
+"""Each seccomp rule on the real kernel, through the CLI: a probe makes the call with ctypes.
 
-Every refused probe is also run outside sandbx, in a plain user namespace, to show that
-without the filter the same call gets a different answer.
+Each refused probe also runs unfiltered in a plain user namespace, where its answer differs.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from tests.support import SANDBX, Run, Sandbx, parse_records, running_as_root
 
 from sandbx.boundary._seccomp import DENIED_WITH_EPERM, SYSCALL_NUMBERS
+from tests.support import SANDBX, Run, Sandbx, parse_records, running_as_root
 
 pytestmark = pytest.mark.boundary
 
@@ -256,7 +255,7 @@ def answer_in_sandbox(sbx: Sandbx, code: str) -> str:
 
 
 def unconfined(
-    sbx: Sandbx, code: str, *, namespaces: bool = True, stdin: int | None = None
+    sbx: Sandbx, code: str, *, namespaces: bool = True
 ) -> subprocess.CompletedProcess[str]:
     if shutil.which("unshare") is None:
         pytest.skip("unshare(1) is not installed, so there is no unfiltered control")
@@ -265,7 +264,6 @@ def unconfined(
         argv,
         cwd=sbx.workdir,
         env=sbx.env,
-        stdin=stdin,
         capture_output=True,
         text=True,
         timeout=60,
@@ -397,7 +395,7 @@ def test_allowed_call_succeeds_in_the_sandbox(sbx: Sandbx, probe: Probe) -> None
 @pytest.mark.parametrize(
     "code", [TIOCSTI, UPPER_HALF | TIOCSTI], ids=["TIOCSTI", "TIOCSTI-upper-half"]
 )
-def test_tiocsti_on_the_sandboxes_own_terminal_gets_eperm(sbx: Sandbx, code: int) -> None:
+def test_tiocsti_on_a_terminal_gets_eperm_in_the_sandbox(sbx: Sandbx, code: int) -> None:
     run = on_terminal(sbx, [*SANDBX, "sandbox-run", "--", PYTHON, "-c", ioctl_code(code)])
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "EPERM"

@@ -4,12 +4,21 @@ It records what the boundary was asked to do and how each run ended; it never
 records a command's output or an environment value.
 """
 
-from sandbx.audit._records import MARKER, NO_SESSION, Record, RecordKind, cut_args, quote
+from sandbx.audit._records import (
+    FILTER_WORD,
+    MARKER,
+    NO_SESSION,
+    Record,
+    RecordKind,
+    cut_args,
+    quote,
+)
 from sandbx.audit._run_records import degraded, ended, spawned
 from sandbx.audit._sink import StderrSink
 from sandbx.audit._spawn_id import next_spawn_id
 
 __all__ = [
+    "FILTER_WORD",
     "MARKER",
     "NO_SESSION",
     "Record",

@@ -14,6 +14,9 @@ import time
 from sandbx._value import value
 
 MARKER = "sandbx::audit:"
+# What the spec's own filter looks for (`grep sandbx::audit`): no line a command
+# writes may contain it, with or without the colon.
+FILTER_WORD = "sandbx::audit"
 NO_SESSION = "-"
 ARGS_LIMIT = 512
 

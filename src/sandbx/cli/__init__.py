@@ -52,9 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     while words and words[0] == "--debug":
         debug = True
         words.pop(0)
-    if not words or words[0] in ("-h", "--help"):
-        _say(_USAGE)
-        return 0 if words else EX_USAGE
+    if not words:
+        _say("sandbx: no subcommand — run `sandbx --help` for the list\n")
+        return EX_USAGE
+    if words[0] in ("-h", "--help"):
+        _say(_USAGE, fd=1)
+        return 0
     if words[0] == "--version":
         from sandbx import __version__
 

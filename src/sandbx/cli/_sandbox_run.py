@@ -13,7 +13,7 @@ from sandbx import audit
 from sandbx._exhaustive import unreachable
 from sandbx.boundary import Failed, FailureReason, StderrGuard, run_sandboxed
 from sandbx.cli._flags import Flag, Parsed, check, parse
-from sandbx.errors import UsageError
+from sandbx.errors import HostError, UsageError
 from sandbx.policy import Command, GrantFlags, derive_policy
 
 PROG = "sandbx sandbox-run"
@@ -58,8 +58,8 @@ RUN_FLAGS = (
 )
 
 GUARD = StderrGuard(
-    marker=audit.MARKER.encode(),
-    replacement=b"sandbx::audit(written by the command):",
+    marker=audit.FILTER_WORD.encode(),
+    replacement=b"sandbx::not-an-audit-record",
 )
 
 
@@ -86,6 +86,35 @@ def _seconds(text: str | None, prog: str) -> float | None:
         ) from None
 
 
+def working_directory() -> str:
+    try:
+        return os.getcwd()
+    except FileNotFoundError:
+        raise HostError(
+            "the working directory no longer exists",
+            "cd to an existing directory, or name the tree with --allow-read/--allow-write",
+        ) from None
+
+
+def launch_environment() -> dict[str, str]:
+    """The environment sandbx was started with, before the interpreter changed it.
+
+    CPython's locale coercion (PEP 538) sets LC_CTYPE in ``os.environ`` when the
+    locale is C; /proc/self/environ still holds what the caller really passed.
+    """
+    try:
+        with open("/proc/self/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return dict(os.environ)
+    environment: dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, separator, value = entry.partition(b"=")
+        if separator and name:
+            environment[os.fsdecode(name)] = os.fsdecode(value)
+    return environment
+
+
 def main(argv: list[str]) -> int:
     parsed = parse(PROG, SUMMARY, RUN_FLAGS, argv)
     check(
@@ -98,8 +127,8 @@ def main(argv: list[str]) -> int:
     policy = derive_policy(
         grant_flags_from(parsed, PROG),
         command,
-        working_directory=os.getcwd(),
-        environ=os.environ,
+        working_directory=working_directory(),
+        environ=launch_environment(),
     )
     sink = audit.StderrSink()
     spawn = audit.next_spawn_id()

@@ -1,7 +1,6 @@
-"""The seccomp filter's logic, run syscall by syscall through the classic-BPF evaluator.
+"""The seccomp filter's logic, syscall by syscall through the classic-BPF evaluator.
 
-Both architectures' tables are checked; tests/boundary/test_syscalls.py proves the kernel
-applies the rules.
+Both architectures' tables; tests/boundary/test_syscalls.py proves the kernel applies the rules.
 """
 
 from __future__ import annotations
