@@ -24,9 +24,7 @@ _RECORD = re.compile(
     r"(?P<body>.*)$"
 )
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
-_FIELD = re.compile(
-    rf"(?P<name>[a-z_]+)=(?P<value>{_QUOTED}|\[(?:[^\]\"]|{_QUOTED})*\]|\S+)"
-)
+_FIELD = re.compile(rf"(?P<name>[a-z_]+)=(?P<value>{_QUOTED}|\[(?:[^\]\"]|{_QUOTED})*\]|\S+)")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
@@ -134,9 +132,7 @@ class Sandbx:
     env: dict[str, str]
 
     def run(self, *args: str, cwd: Path | None = None, timeout: float = 60, **env: str) -> Run:
-        return sandbx(
-            *args, cwd=cwd or self.workdir, env={**self.env, **env}, timeout=timeout
-        )
+        return sandbx(*args, cwd=cwd or self.workdir, env={**self.env, **env}, timeout=timeout)
 
     def sandbox_run(self, *command: str, flags: Sequence[str] = (), **kwargs: object) -> Run:
         return self.run("sandbox-run", *flags, "--", *command, **kwargs)  # type: ignore[arg-type]

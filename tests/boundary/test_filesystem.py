@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from tests.support import Run, Sandbx
 
 pytestmark = pytest.mark.boundary

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-from tests.support import Sandbx
 
 from sandbx.boundary import Exited, Failed, FailureReason, RunResult, run_sandboxed
 from sandbx.policy import Command, GrantFlags, Policy, derive_policy
+from tests.support import Sandbx
 
 pytestmark = pytest.mark.boundary
 

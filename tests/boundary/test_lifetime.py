@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Sequence
 
 import pytest
+
 from tests.support import SANDBX, Run, Sandbx, parse_records, running_as_root
 
 pytestmark = pytest.mark.boundary

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from tests.support import SANDBX, Sandbx, parse_records
 
 pytestmark = pytest.mark.boundary

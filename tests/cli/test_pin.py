@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from tests.support import Run, Sandbx, running_as_root
 
 pytestmark = pytest.mark.boundary

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.support import SANDBX, Run, Sandbx, parse_records
 from tests.support import sandbx as run_sandbx
 

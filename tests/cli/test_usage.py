@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 
 import pytest
+
 from tests.support import Run, Sandbx
 from tests.support import sandbx as run_sandbx
 

@@ -10,7 +10,6 @@ import re
 from pathlib import Path
 
 import pytest
-from tests.support import parse_records
 
 from sandbx.audit import (
     MARKER,
@@ -28,6 +27,7 @@ from sandbx.boundary import Exited, Failed, FailureReason, RunResult, StderrGuar
 from sandbx.boundary._spawn import _Defang
 from sandbx.cli._sandbox_run import GUARD
 from sandbx.policy import Command, GrantFlags, Policy, derive_policy
+from tests.support import parse_records
 
 # 2026-10-28T14:33:42.998120Z, the spec's example moment.
 SPEC_MOMENT = calendar.timegm((2026, 10, 28, 14, 33, 42, 0, 0, 0)) + 0.998120
