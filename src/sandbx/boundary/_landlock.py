@@ -22,6 +22,7 @@ from sandbx.boundary._syscalls import (
 from sandbx.policy import Access
 
 MINIMUM_ABI = 5
+SCOPING_ABI = 6
 
 LANDLOCK_CREATE_RULESET_VERSION = 1 << 0
 LANDLOCK_RULE_PATH_BENEATH = 1
@@ -143,7 +144,7 @@ def handled_for(abi: int) -> Handled:
         if abi >= introduced:
             fs |= rights
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
-    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPING_ABI else 0
     return Handled(abi=abi, fs=fs, net=net, scoped=scoped)
 
 
@@ -166,7 +167,7 @@ def create_ruleset(handled: Handled) -> int:
     )
     # ABI < 6 kernels reject a larger struct whose extra fields are non-zero and
     # accept the shorter one, so pass only the part this ABI knows.
-    size = ctypes.sizeof(attr) if handled.abi >= 6 else RulesetAttr.scoped.offset
+    size = ctypes.sizeof(attr) if handled.abi >= SCOPING_ABI else RulesetAttr.scoped.offset
     return syscall(SYS_LANDLOCK_CREATE_RULESET, address_of(attr), size, 0)
 
 

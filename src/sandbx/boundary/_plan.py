@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from sandbx._value import value
-from sandbx.boundary._landlock import Handled, handled_for, rights_for
+from sandbx.boundary._landlock import SCOPING_ABI, Handled, handled_for, rights_for
 from sandbx.boundary._mounts import MountSpec, mount_specs
 from sandbx.boundary._seccomp import CompiledFilter, FilterOptions, compile_filter
 from sandbx.policy import Command, Pin, Policy, VettedGrant
@@ -36,6 +36,8 @@ class LaunchPlan:
     timeout_seconds: float | None
     uid: int
     gid: int
+    # Best-effort hardening this kernel cannot give; each becomes a ``degraded`` record.
+    degraded: tuple[str, ...]
 
 
 @value
@@ -48,6 +50,16 @@ class Channels:
 
 
 _SECCOMP_BY_OPTIONS: dict[FilterOptions, CompiledFilter] = {}
+
+
+def degraded_on(abi: int) -> tuple[str, ...]:
+    if abi >= SCOPING_ABI:
+        return ()
+    note = (
+        f"Landlock ABI {abi} cannot scope abstract Unix sockets and signals to the sandbox "
+        f"(needs ABI {SCOPING_ABI}, Linux 6.12)"
+    )
+    return (note,)
 
 
 def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
@@ -74,4 +86,5 @@ def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
         timeout_seconds=policy.timeout_seconds,
         uid=os.geteuid(),
         gid=os.getegid(),
+        degraded=degraded_on(abi),
     )

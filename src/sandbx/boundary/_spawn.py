@@ -85,7 +85,8 @@ def run_sandboxed(
         os.waitpid(supervisor, 0)
         for signal_number, handler in previous_handlers.items():
             signal.signal(signal_number, handler)
-    return decode(report)
+    result = decode(report)
+    return RunResult(result.outcome, plan.degraded + result.degraded)
 
 
 def _refused(reason: FailureReason, detail: str) -> RunResult:

@@ -61,3 +61,12 @@ def test_a_file_grant_carries_no_directory_only_right() -> None:
 def test_rights_unknown_to_an_older_abi_are_not_asked_for() -> None:
     rights = landlock.rights_for(Access.WRITE, is_directory=True, handled=landlock.handled_for(2))
     assert not rights & (landlock.FS_TRUNCATE | landlock.FS_IOCTL_DEV)
+
+
+def test_a_kernel_without_scoping_is_reported_as_degraded_not_refused() -> None:
+    from sandbx.boundary._plan import degraded_on
+
+    assert degraded_on(7) == ()
+    assert degraded_on(6) == ()
+    (note,) = degraded_on(5)
+    assert "abstract Unix sockets and signals" in note
