@@ -95,6 +95,8 @@ def base_environment(home: Path) -> dict[str, str]:
     # sandbx process (never the command inside it) needs the same path.
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    # Coverage of the sandbx process, when the suite runs under it.
+    env.update({name: value for name, value in os.environ.items() if name.startswith("COVERAGE_")})
     return env
 
 

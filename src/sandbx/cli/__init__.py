@@ -43,7 +43,10 @@ def entry() -> NoReturn:
     out unbuffered through ``os.write``, so the interpreter's finalization (a few
     milliseconds of module teardown) would only delay the exit code.
     """
-    os._exit(main())
+    code = main()
+    if sys.gettrace() is not None:
+        raise SystemExit(code)  # a tracer (coverage, a debugger) must see the end
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

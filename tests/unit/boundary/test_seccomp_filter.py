@@ -461,3 +461,9 @@ def test_a_call_missing_from_the_header_is_newer_than_the_header(machine: str) -
     newest = max(header.values())
     missing = {name: n for name, n in SYSCALL_NUMBERS[machine].items() if name not in header}
     assert all(number > newest for number in missing.values()), missing
+
+
+@pytest.mark.parametrize("machine", MACHINES)
+def test_this_files_ordinary_numbers_agree_with_the_kernel_header(machine: str) -> None:
+    header = _header_numbers(machine)
+    assert {name: header[name] for name in ORDINARY[machine]} == ORDINARY[machine]
