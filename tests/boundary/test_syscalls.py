@@ -207,6 +207,8 @@ REFUSED = (
     Probe("reboot", "0, 0, 0, 0", ("EINVAL",), "bad magic, after CAP_SYS_BOOT of the pid ns"),
     Probe("swapon", f"{ABSENT}, 0x7FFFFFFF", ("EINVAL",), "unknown flags, before the capability"),
     Probe("swapoff", ABSENT, ("ENOENT",), "no such file", initial_namespace=True),
+    # Open to anyone where kernel.dmesg_restrict=0; else CAP_SYSLOG of the initial namespace.
+    Probe("syslog", "10, 0, 0", ("OK",), "SYSLOG_ACTION_SIZE_BUFFER", initial_namespace=True),
     Probe("socket", "1, 1, 0", ("OK",), "AF_UNIX, SOCK_STREAM", label="socket-AF_UNIX"),
     Probe(
         "socketpair",

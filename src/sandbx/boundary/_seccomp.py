@@ -64,7 +64,8 @@ NAMESPACE_CLONE_FLAGS = (
 # memory or descriptors, every way to mount or leave the mount tree, entering
 # or making namespaces, kernel modules and kexec, eBPF, the kernel keyrings,
 # perf, userfaultfd (a race amplifier), io_uring (a second syscall path that
-# seccomp does not see), anonymous executable memory files, reboot and swap.
+# seccomp does not see), anonymous executable memory files, reboot and swap,
+# and the kernel log (readable by anyone where kernel.dmesg_restrict=0).
 DENIED_WITH_EPERM = (
     "ptrace",
     "process_vm_readv",
@@ -103,6 +104,7 @@ DENIED_WITH_EPERM = (
     "reboot",
     "swapon",
     "swapoff",
+    "syslog",
 )
 
 SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
@@ -113,6 +115,7 @@ SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
         "socketpair": 53,
         "clone": 56,
         "ptrace": 101,
+        "syslog": 103,
         "pivot_root": 155,
         "chroot": 161,
         "mount": 165,
@@ -162,6 +165,7 @@ SYSCALL_NUMBERS: dict[str, dict[str, int]] = {
         "kexec_load": 104,
         "init_module": 105,
         "delete_module": 106,
+        "syslog": 116,
         "ptrace": 117,
         "reboot": 142,
         "socket": 198,
