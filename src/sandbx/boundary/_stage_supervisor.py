@@ -17,7 +17,6 @@ import time
 
 from sandbx.boundary._namespaces import (
     SANDBOX_NAMESPACES,
-    bring_loopback_up,
     enter_user_namespace,
     keep_mounts_private,
     map_caller,
@@ -86,7 +85,6 @@ def _supervise(plan: LaunchPlan, channels: Channels) -> int:
         map_caller(plan.uid, plan.gid)
         prctl(PR_SET_DUMPABLE, 0)
         keep_mounts_private()
-        bring_loopback_up()
     except OSError as exc:
         send_failed(
             channels.report, FailureReason.NAMESPACE_SETUP_FAILED, f"namespace setup: {exc}"
