@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import enum
 import os
-import signal
 
 from sandbx._exhaustive import unreachable
 from sandbx._fdio import write_text
@@ -101,29 +100,16 @@ def send_degraded(fd: int, what: str) -> None:
     _send(fd, f"degraded\t{_clean(what)}")
 
 
-def send_exited(fd: int, code: int) -> None:
-    _send(fd, f"exited\t{code}")
-
-
-def send_timeout(fd: int, seconds: float) -> None:
-    _send(fd, f"failed\t{FailureReason.TIMEOUT.value}\tkilled after {seconds:g} s")
-
-
-def send_interrupted(fd: int, signal_number: int) -> None:
-    _send(fd, f"interrupted\t{signal_number}")
-
-
 def _send(fd: int, line: str) -> None:
     # When the reader is gone, the CLI died and this process follows it by its
     # parent-death signal: there is nobody left to tell.
     write_text(fd, line + "\n")
 
 
-def decode(stream: bytes) -> RunResult:
-    """Read every message of one run; the first failure wins over a later exit."""
+def decode(stream: bytes) -> tuple[Failed | None, tuple[str, ...]]:
+    """The child's messages: the first failure it reported, and what it could only degrade."""
     degraded: list[str] = []
     failure: Failed | None = None
-    exited: Exited | None = None
     for raw in stream.decode("utf-8", "replace").splitlines():
         kind, _, rest = raw.partition("\t")
         if kind == "degraded":
@@ -131,23 +117,7 @@ def decode(stream: bytes) -> RunResult:
         elif kind == "failed" and failure is None:
             label, _, detail = rest.partition("\t")
             failure = Failed(_reason(label), detail)
-        elif kind == "interrupted" and failure is None:
-            number = int(rest)
-            failure = Failed(
-                FailureReason.INTERRUPTED,
-                f"sandbx received {signal.Signals(number).name}",
-                signal_number=number,
-            )
-        elif kind == "exited":
-            exited = Exited(int(rest))
-    if failure is not None:
-        return RunResult(failure, tuple(degraded))
-    if exited is not None:
-        return RunResult(exited, tuple(degraded))
-    return RunResult(
-        Failed(FailureReason.SPAWN_FAILED, "the supervisor ended without a report"),
-        tuple(degraded),
-    )
+    return failure, tuple(degraded)
 
 
 def _reason(label: str) -> FailureReason:

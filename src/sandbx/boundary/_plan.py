@@ -42,11 +42,10 @@ class LaunchPlan:
 
 @value
 class Channels:
-    """Descriptors the stages inherit: where to report, and where stderr goes."""
+    """Descriptors the child inherits: where to report, and where stderr goes."""
 
     report: int
     stderr: int | None
-    cli_pid: int
 
 
 _SECCOMP_BY_OPTIONS: dict[FilterOptions, CompiledFilter] = {}

@@ -1,30 +1,52 @@
-"""Run one command under a policy: the parent's side of the two-stage spawn.
+"""Run one command under a policy: clone the sandboxed child, supervise it, report how it ended.
 
-The caller must be single-threaded (forking a threaded process is unsafe);
-the agent's spawner process will call this same function for its tool calls.
-While the command runs, sandbx relays its stderr (when stderr is not a
-terminal) so that no line the command writes can pass for an audit record.
+The caller must be single-threaded; the agent's spawner process will call this
+same function for its tool calls. The caller is the supervisor: it enforces
+``--timeout``, turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into the end of the
+run, and relays the command's stderr (when stderr is not a terminal) so that no
+line the command writes can pass for an audit record. The child is PID 1 of its
+pid namespace, so killing it kills everything it started, and the kernel has
+done so before ``waitpid`` returns (pid_namespaces(7)).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import signal
+import time
 from collections.abc import Callable
 from types import FrameType
 
 from sandbx._fdio import write_all
 from sandbx._value import value
+from sandbx.boundary._clone import clone_into
 from sandbx.boundary._landlock import MINIMUM_ABI, abi_version
-from sandbx.boundary._outcome import Failed, FailureReason, RunResult, decode
-from sandbx.boundary._plan import Channels, build_plan
+from sandbx.boundary._namespaces import SANDBOX_NAMESPACES
+from sandbx.boundary._outcome import (
+    Exited,
+    Failed,
+    FailureReason,
+    RunResult,
+    decode,
+    exit_code_of,
+)
+from sandbx.boundary._plan import Channels, LaunchPlan, build_plan
 from sandbx.boundary._seccomp import is_supported_machine
-from sandbx.boundary._stage_supervisor import INTERRUPTING_SIGNALS, supervise
+from sandbx.boundary._stage_command import run_command_stage
 from sandbx.boundary._syscalls import MACHINE, PR_SET_DUMPABLE, prctl
 from sandbx.policy import Command, Policy
 
 _READ_CHUNK = 65536
+
+# Signals that end a run early: each kills the sandbox and is relayed as 128+n.
+INTERRUPTING_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+
+# Errors of clone(CLONE_NEWUSER) that mean "this host does not allow it": EPERM
+# (a sysctl or an LSM such as AppArmor refuses), ENOSPC (max_user_namespaces is
+# 0 or used up), EINVAL (a kernel built without user namespaces).
+_USERNS_UNAVAILABLE = frozenset({errno.EPERM, errno.ENOSPC, errno.EINVAL, errno.EACCES})
 
 
 @value
@@ -55,38 +77,63 @@ def run_sandboxed(
     # non-dumpable process cannot be ptraced or have its /proc/PID/mem read by
     # other processes of the same user.
     prctl(PR_SET_DUMPABLE, 0)
+    result = _spawn_and_supervise(plan, stderr_guard)
+    return RunResult(result.outcome, plan.degraded + result.degraded)
+
+
+def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResult:
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
-    relay = None
-    if stderr_guard is not None and not os.isatty(2):
-        relay = os.pipe2(os.O_CLOEXEC)
-    caller = os.getpid()
+    lifeline_read, lifeline_write = os.pipe2(os.O_CLOEXEC)
+    relay = os.pipe2(os.O_CLOEXEC) if guard is not None and not os.isatty(2) else None
+    stderr_write = None if relay is None else relay[1]
+    child_ends = (report_write, lifeline_read, *(() if stderr_write is None else (stderr_write,)))
+    # Blocked across the clone so that no signal finds the child with sandbx's
+    # handlers, nor the caller before its handlers know the child.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
     try:
-        supervisor = os.fork()
+        child = clone_into(SANDBOX_NAMESPACES)
     except OSError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        for fd in (report_read, report_write, *(relay or ())):
+        for fd in (report_read, lifeline_write, *child_ends, *(relay or ())[:1]):
             os.close(fd)
-        return _refused(FailureReason.SPAWN_FAILED, f"fork: {exc.strerror}")
-    if supervisor == 0:
+        if exc.errno in _USERNS_UNAVAILABLE:
+            return _refused(
+                FailureReason.UNSUPPORTED,
+                f"this host refuses an unprivileged user namespace ({exc.strerror}); "
+                "see `sandbx doctor`",
+            )
+        return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
+    if child == 0:
         os.close(report_read)
+        os.close(lifeline_write)
         if relay is not None:
             os.close(relay[0])
-        stderr_write = None if relay is None else relay[1]
-        supervise(plan, Channels(report=report_write, stderr=stderr_write, cli_pid=caller))
-    os.close(report_write)
-    if relay is not None:
-        os.close(relay[1])
-    previous_handlers = _forward_signals_to(supervisor)
+        run_command_stage(plan, Channels(report=report_write, stderr=stderr_write), lifeline_read)
+    for fd in child_ends:
+        os.close(fd)
+    supervisor = _Supervisor(child)
+    previous_handlers = supervisor.take_signals()
     signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     try:
-        report = _pump(report_read, None if relay is None else relay[0], stderr_guard)
+        report, status = supervisor.watch(
+            report_read, None if relay is None else relay[0], guard, plan.timeout_seconds
+        )
     finally:
-        os.waitpid(supervisor, 0)
         for signal_number, handler in previous_handlers.items():
             signal.signal(signal_number, handler)
-    result = decode(report)
-    return RunResult(result.outcome, plan.degraded + result.degraded)
+        # The child only needed this to learn that sandbx died; it is dead now.
+        os.close(lifeline_write)
+    failure, degraded = decode(report)
+    if supervisor.timed_out:
+        failure = Failed(FailureReason.TIMEOUT, f"killed after {plan.timeout_seconds:g} s")
+    elif supervisor.interrupted:
+        number = supervisor.interrupted
+        failure = Failed(
+            FailureReason.INTERRUPTED,
+            f"sandbx received {signal.Signals(number).name}",
+            signal_number=number,
+        )
+    return RunResult(failure or Exited(exit_code_of(status)), degraded)
 
 
 def _refused(reason: FailureReason, detail: str) -> RunResult:
@@ -96,46 +143,96 @@ def _refused(reason: FailureReason, detail: str) -> RunResult:
 _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
-def _forward_signals_to(pid: int) -> dict[int, _Handler]:
-    """While the run lasts, a signal to sandbx is passed to the supervisor, which ends the run."""
+class _Supervisor:
+    """Watches one child: its pipes, its exit, its deadline, and signals sent to sandbx."""
 
-    def forward(signal_number: int, _frame: FrameType | None) -> None:
+    def __init__(self, child: int) -> None:
+        self.child = child
+        self.timed_out = False
+        self.interrupted = 0
+
+    def take_signals(self) -> dict[int, _Handler]:
+        previous: dict[int, _Handler] = {}
+        for signal_number in INTERRUPTING_SIGNALS:
+            previous[signal_number] = signal.getsignal(signal_number)
+            signal.signal(signal_number, self._interrupt)
+        return previous
+
+    def _interrupt(self, signal_number: int, _frame: FrameType | None) -> None:
+        if not self.interrupted:
+            self.interrupted = signal_number
+        self._kill()
+
+    def _kill(self) -> None:
         try:
-            os.kill(pid, signal_number)
+            os.kill(self.child, signal.SIGKILL)
         except ProcessLookupError:
-            return  # the supervisor has already ended
+            return  # already reaped
 
-    previous: dict[int, _Handler] = {}
-    for signal_number in INTERRUPTING_SIGNALS:
-        previous[signal_number] = signal.getsignal(signal_number)
-        signal.signal(signal_number, forward)
-    return previous
+    def watch(
+        self,
+        report_fd: int,
+        stderr_fd: int | None,
+        guard: StderrGuard | None,
+        timeout_seconds: float | None,
+    ) -> tuple[bytes, int]:
+        """Relay and collect until the pipes close and the child is gone; its wait status."""
+        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
+        pidfd = os.pidfd_open(self.child)
+        poller = select.poll()
+        for fd in (report_fd, pidfd, *(() if stderr_fd is None else (stderr_fd,))):
+            poller.register(fd, select.POLLIN)
+        streams = _Streams(report_fd, stderr_fd, guard)
+        status: int | None = None
+        while status is None or streams.open:
+            for fd, _events in poller.poll(self._milliseconds_left(deadline)):
+                if fd == pidfd:
+                    # The child is PID 1 of its namespace: by the time it can be
+                    # reaped, every process it started is gone too.
+                    _pid, status = os.waitpid(self.child, 0)
+                    poller.unregister(pidfd)
+                    os.close(pidfd)
+                elif not streams.take(fd):
+                    poller.unregister(fd)
+            if deadline is not None and status is None and time.monotonic() >= deadline:
+                self.timed_out = True
+                deadline = None
+                self._kill()
+        return streams.report(), status
+
+    @staticmethod
+    def _milliseconds_left(deadline: float | None) -> int:
+        if deadline is None:
+            return -1
+        return max(0, int((deadline - time.monotonic()) * 1000) + 1)
 
 
-def _pump(report_fd: int, stderr_fd: int | None, guard: StderrGuard | None) -> bytes:
-    """Collect the report and relay stderr until both pipes close; return the report."""
-    report = bytearray()
-    defang = _Defang(guard) if guard is not None and stderr_fd is not None else None
-    poller = select.poll()
-    open_fds = {report_fd}
-    poller.register(report_fd, select.POLLIN)
-    if stderr_fd is not None:
-        open_fds.add(stderr_fd)
-        poller.register(stderr_fd, select.POLLIN)
-    while open_fds:
-        for fd, _events in poller.poll():
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                poller.unregister(fd)
-                open_fds.discard(fd)
-                os.close(fd)
-                if fd == stderr_fd and defang is not None:
-                    write_all(2, defang.finish())
-            elif fd == report_fd:
-                report += chunk
-            elif defang is not None:
-                write_all(2, defang.feed(chunk))
-    return bytes(report)
+class _Streams:
+    """The report pipe, collected, and the command's stderr, relayed through the guard."""
+
+    def __init__(self, report_fd: int, stderr_fd: int | None, guard: StderrGuard | None) -> None:
+        self._report_fd = report_fd
+        self._report = bytearray()
+        self._defang = _Defang(guard) if guard is not None and stderr_fd is not None else None
+        self.open = {report_fd} | (set() if stderr_fd is None else {stderr_fd})
+
+    def take(self, fd: int) -> bool:
+        """Read once from ``fd``; False when it reached its end (and is closed)."""
+        chunk = os.read(fd, _READ_CHUNK)
+        if not chunk:
+            self.open.discard(fd)
+            os.close(fd)
+            if fd != self._report_fd and self._defang is not None:
+                write_all(2, self._defang.finish())
+            return False
+        if fd == self._report_fd:
+            self._report += chunk
+        elif self._defang is not None:
+            write_all(2, self._defang.feed(chunk))
+        return True
+
+    def report(self) -> bytes:
+        return bytes(self._report)
 
 
 class _Defang:

@@ -1,7 +1,8 @@
-"""Stage 2, the command: PID 1 of the sandbox, which locks itself down and then execs.
+"""The sandboxed child: PID 1 of its namespaces, which locks itself down and then execs.
 
 One irreducible sequence, kept in one module because its order is the
-security argument: mounts need capabilities, so they come first; capabilities
+security argument: the id maps come first (nothing else works before them);
+mounts need capabilities, so they come next; capabilities
 go before Landlock and seccomp; no_new_privs before either (landlock(7),
 seccomp(2)); the pin is checked after Landlock, on the very descriptor that is
 executed; seccomp last of all, since it forbids calls the steps before it make.
@@ -21,11 +22,12 @@ from collections.abc import Callable
 from sandbx.boundary import _landlock, _seccomp
 from sandbx.boundary._capabilities import drop_every_capability
 from sandbx.boundary._mounts import confine_mounts
-from sandbx.boundary._namespaces import mount_own_proc
+from sandbx.boundary._namespaces import keep_mounts_private, map_caller, mount_own_proc
 from sandbx.boundary._outcome import FailureReason, StageFailure, send_degraded, send_failed
 from sandbx.boundary._pinned import open_pinned
 from sandbx.boundary._plan import Channels, LaunchPlan, PathRule
 from sandbx.boundary._syscalls import (
+    PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
     close_range_cloexec,
@@ -68,6 +70,7 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
     if channels.stderr is not None:
         os.dup2(channels.stderr, 2)
+    _step(FailureReason.NAMESPACE_SETUP_FAILED, "mapping the caller's ids", lambda: _map_ids(plan))
     _set_up_mounts(plan)
     rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]
     _drop_privileges(channels)
@@ -82,7 +85,16 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
     _exec(plan, program_fd)
 
 
+def _map_ids(plan: LaunchPlan) -> None:
+    # A non-dumpable process's /proc/self files belong to root, so the id maps
+    # could not be written; the child is dumpable only for these writes.
+    prctl(PR_SET_DUMPABLE, 1)
+    map_caller(plan.uid, plan.gid)
+    prctl(PR_SET_DUMPABLE, 0)
+
+
 def _set_up_mounts(plan: LaunchPlan) -> None:
+    keep_mounts_private()
     if plan.mount_proc:
         _step(FailureReason.NAMESPACE_SETUP_FAILED, "mounting the sandbox's /proc", mount_own_proc)
     _step(
