@@ -7,8 +7,11 @@ refuses the run.
 """
 
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
-from sandbx.boundary._probe import HostReport, Probe, probe_host
 from sandbx.boundary._spawn import StderrGuard, run_sandboxed
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from sandbx.boundary._probe import HostReport, Probe, probe_host
 
 __all__ = [
     "Exited",
@@ -22,3 +25,13 @@ __all__ = [
     "probe_host",
     "run_sandboxed",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The host probes serve `sandbx doctor` only; sandbox-run does not pay for them.
+    if name in ("HostReport", "Probe", "probe_host"):
+        from sandbx.boundary import _probe  # noqa: PLC0415
+
+        return getattr(_probe, name)
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -16,8 +16,6 @@ import os
 import select
 import signal
 import time
-from collections.abc import Callable
-from types import FrameType
 
 from sandbx._fdio import write_all
 from sandbx._value import value
@@ -37,6 +35,13 @@ from sandbx.boundary._seccomp import is_supported_machine
 from sandbx.boundary._stage_command import run_command_stage
 from sandbx.boundary._syscalls import MACHINE, PR_SET_DUMPABLE, prctl
 from sandbx.policy import Command, Policy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from types import FrameType
+
+    _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 _READ_CHUNK = 65536
 
@@ -138,9 +143,6 @@ def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResu
 
 def _refused(reason: FailureReason, detail: str) -> RunResult:
     return RunResult(Failed(reason, detail), ())
-
-
-_Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 
 class _Supervisor:
