@@ -28,15 +28,17 @@ from sandbx.policy import Command, GrantFlags, derive_policy
 CLI_BUDGET_MS = 15.0
 
 
-def median_ms(action: Callable[[], object], runs: int) -> float:
-    for _ in range(3):
-        action()
-    samples = []
-    for _ in range(runs):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples) * 1000
+def medians_ms(actions: dict[str, Callable[[], object]], runs: int) -> dict[str, float]:
+    """Round-robin: each round runs every action once, so a noisy moment of the
+    machine falls on all of them alike and the ratios stay meaningful."""
+    samples: dict[str, list[float]] = {label: [] for label in actions}
+    for round_number in range(runs + 3):
+        for label, action in actions.items():
+            started = time.perf_counter()
+            action()
+            if round_number >= 3:  # the first rounds warm caches
+                samples[label].append(time.perf_counter() - started)
+    return {label: statistics.median(values) * 1000 for label, values in samples.items()}
 
 
 def run_quietly(argv: list[str], cwd: Path) -> Callable[[], object]:
@@ -88,26 +90,20 @@ def main() -> None:
                 raise SystemExit(str(result.outcome))
             return result
 
-        rows = [
-            (
-                "sandbx sandbox-run -- /bin/true",
-                median_ms(
-                    run_quietly([str(sandbx_cli), "sandbox-run", "--", "/bin/true"], workdir), runs
-                ),
+        actions: dict[str, Callable[[], object]] = {
+            "sandbx sandbox-run -- /bin/true": run_quietly(
+                [str(sandbx_cli), "sandbox-run", "--", "/bin/true"], workdir
             ),
-            ("run_sandboxed() library call", median_ms(library_call, runs)),
-            ("bare /bin/true", median_ms(run_quietly(["/bin/true"], workdir), runs)),
-            (
-                f"{interpreter} -c pass",
-                median_ms(run_quietly([interpreter, "-c", "pass"], workdir), runs),
-            ),
-        ]
+            "run_sandboxed() library call": library_call,
+            "bare /bin/true": run_quietly(["/bin/true"], workdir),
+            f"{interpreter} -c pass": run_quietly([interpreter, "-c", "pass"], workdir),
+        }
         bwrap = bwrap_argv(workdir)
         if bwrap is not None:
-            rows.append(("bwrap, equivalent policy", median_ms(run_quietly(bwrap, workdir), runs)))
-    times = dict(rows)
+            actions["bwrap, equivalent policy"] = run_quietly(bwrap, workdir)
+        times = medians_ms(actions, runs)
     print(f"median of {runs} runs each, milliseconds")
-    for label, value in rows:
+    for label, value in times.items():
         print(f"  {value:8.2f}  {label}")
     cli = times["sandbx sandbox-run -- /bin/true"]
     library = times["run_sandboxed() library call"]
