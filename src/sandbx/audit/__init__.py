@@ -13,7 +13,7 @@ from sandbx.audit._records import (
     cut_args,
     quote,
 )
-from sandbx.audit._run_records import degraded, ended, spawned
+from sandbx.audit._run_records import degraded, ended, spawned, unresolved_names
 from sandbx.audit._sink import StderrSink
 from sandbx.audit._spawn_id import next_spawn_id
 
@@ -30,4 +30,5 @@ __all__ = [
     "next_spawn_id",
     "quote",
     "spawned",
+    "unresolved_names",
 ]

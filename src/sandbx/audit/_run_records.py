@@ -9,7 +9,7 @@ from __future__ import annotations
 from sandbx._exhaustive import unreachable
 from sandbx.audit._records import NO_SESSION, FieldValue, Record, RecordKind, cut_args
 from sandbx.boundary import Exited, Failed, RunResult
-from sandbx.policy import Access, Command, Policy
+from sandbx.policy import Access, Command, Network, Policy
 
 
 def spawned(spawn: str, policy: Policy, command: Command, session: str = NO_SESSION) -> Record:
@@ -52,6 +52,14 @@ def ended(spawn: str, command: Command, result: RunResult, session: str = NO_SES
             )
         case _:
             raise unreachable(outcome)
+
+
+def unresolved_names(network: Network) -> str:
+    """A count, never the names: which names a run asked for is the command line's to tell."""
+    return (
+        f"{network.unresolved_names} of {len(network.dns_names)} --allow-dns names did not "
+        "resolve; they fail inside the sandbox"
+    )
 
 
 def degraded(spawn: str, what: str, session: str = NO_SESSION) -> Record:

@@ -19,7 +19,7 @@ from sandbx.boundary._syscalls import (
     address_of,
     syscall,
 )
-from sandbx.policy import Access
+from sandbx.policy import Access, Network, NetworkKind
 
 MINIMUM_ABI = 5
 SCOPING_ABI = 6
@@ -146,6 +146,18 @@ def handled_for(abi: int) -> Handled:
     net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= SCOPING_ABI else 0
     return Handled(abi=abi, fs=fs, net=net, scoped=scoped)
+
+
+def handled_for_run(abi: int, network: Network) -> Handled:
+    """What this run's ruleset handles: TCP is left alone under bare ``--allow-network``,
+    and abstract Unix sockets under ``--allow-unix-sockets``."""
+    base = handled_for(abi)
+    return Handled(
+        abi=abi,
+        fs=base.fs,
+        net=0 if network.kind is NetworkKind.ANY else base.net,
+        scoped=base.scoped & ~SCOPE_ABSTRACT_UNIX_SOCKET if network.unix_sockets else base.scoped,
+    )
 
 
 def rights_for(access: Access, *, is_directory: bool, handled: Handled) -> int:

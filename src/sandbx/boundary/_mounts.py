@@ -27,10 +27,12 @@ _SYS_MOUNT_SETATTR = 442
 # include/uapi/linux/mount.h and fcntl.h
 _OPEN_TREE_CLONE = 1
 _MOVE_MOUNT_F_EMPTY_PATH = 0x00000004
+_MOVE_MOUNT_T_SYMLINKS = 0x00000010
 _MOVE_MOUNT_T_EMPTY_PATH = 0x00000040
-_MOUNT_ATTR_RDONLY = 0x00000001
-_MOUNT_ATTR_NOSUID = 0x00000002
-_MOUNT_ATTR_NOEXEC = 0x00000008
+MOUNT_ATTR_RDONLY = 0x00000001
+MOUNT_ATTR_NOSUID = 0x00000002
+MOUNT_ATTR_NODEV = 0x00000004
+MOUNT_ATTR_NOEXEC = 0x00000008
 _AT_FDCWD = -100
 _AT_EMPTY_PATH = 0x1000
 _AT_RECURSIVE = 0x8000
@@ -86,7 +88,7 @@ def confine_mounts(specs: tuple[MountSpec, ...]) -> None:
         _AT_FDCWD,
         "/",
         _AT_RECURSIVE,
-        set_flags=_MOUNT_ATTR_RDONLY | _MOUNT_ATTR_NOEXEC | _MOUNT_ATTR_NOSUID,
+        set_flags=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID,
     )
     for spec in specs:
         # Opened again for each spec, after its parents were mounted, so that a
@@ -104,11 +106,11 @@ def confine_mounts(specs: tuple[MountSpec, ...]) -> None:
             os.close(place)
             raise
         try:
-            kept = (0 if spec.writable else _MOUNT_ATTR_RDONLY) | (
-                0 if spec.executable else _MOUNT_ATTR_NOEXEC
+            kept = (0 if spec.writable else MOUNT_ATTR_RDONLY) | (
+                0 if spec.executable else MOUNT_ATTR_NOEXEC
             )
-            cleared = (_MOUNT_ATTR_RDONLY if spec.writable else 0) | (
-                _MOUNT_ATTR_NOEXEC if spec.executable else 0
+            cleared = (MOUNT_ATTR_RDONLY if spec.writable else 0) | (
+                MOUNT_ATTR_NOEXEC if spec.executable else 0
             )
             flags = _AT_EMPTY_PATH | _AT_RECURSIVE
             if kept:
@@ -132,6 +134,30 @@ def confine_mounts(specs: tuple[MountSpec, ...]) -> None:
         finally:
             os.close(tree)
             os.close(place)
+
+
+def attach_clone(
+    source_dir: int,
+    name: str,
+    target: str,
+    *,
+    set_flags: int,
+    follow_target_symlinks: bool = False,
+) -> None:
+    """Bind ``name`` under ``source_dir`` over ``target``, with ``set_flags`` on the new mount."""
+    tree = syscall(_SYS_OPEN_TREE, source_dir, os.fsencode(name), _OPEN_TREE_CLONE | os.O_CLOEXEC)
+    try:
+        _set_attributes(tree, "", _AT_EMPTY_PATH, set_flags=set_flags)
+        syscall(
+            _SYS_MOVE_MOUNT,
+            tree,
+            b"",
+            _AT_FDCWD,
+            os.fsencode(target),
+            _MOVE_MOUNT_F_EMPTY_PATH | (_MOVE_MOUNT_T_SYMLINKS if follow_target_symlinks else 0),
+        )
+    finally:
+        os.close(tree)
 
 
 class _MountAttr(ctypes.Structure):

@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 
 from sandbx._value import value
-from sandbx.boundary._landlock import SCOPING_ABI, Handled, handled_for, rights_for
+from sandbx.boundary._landlock import SCOPING_ABI, Handled, handled_for_run, rights_for
 from sandbx.boundary._mounts import MountSpec, mount_specs
+from sandbx.boundary._namespaces import SANDBOX_NAMESPACES
 from sandbx.boundary._seccomp import CompiledFilter, FilterOptions, compile_filter
-from sandbx.policy import Command, Pin, Policy, VettedGrant
+from sandbx.boundary._syscalls import CLONE_NEWNET
+from sandbx.policy import Command, NetworkKind, Pin, Policy, ResolverFiles, VettedGrant
 
 
 @value
@@ -30,6 +32,9 @@ class LaunchPlan:
     mounts: tuple[MountSpec, ...]
     working_directory: str
     handled: Handled
+    port_rules: tuple[int, ...]
+    namespaces: int
+    resolver: ResolverFiles | None
     seccomp: CompiledFilter
     pin: Pin | None
     mount_proc: bool
@@ -62,8 +67,9 @@ def degraded_on(abi: int) -> tuple[str, ...]:
 
 
 def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
-    handled = handled_for(abi)
-    options = FilterOptions(allow_unix_sockets=policy.network.unix_sockets)
+    network = policy.network
+    handled = handled_for_run(abi, network)
+    options = FilterOptions(allow_unix_sockets=network.unix_sockets, network=network.kind)
     if options not in _SECCOMP_BY_OPTIONS:
         _SECCOMP_BY_OPTIONS[options] = compile_filter(options)
     return LaunchPlan(
@@ -79,6 +85,13 @@ def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
         mounts=mount_specs(policy.grants),
         working_directory=os.getcwd(),
         handled=handled,
+        port_rules=network.ports if network.kind is NetworkKind.PORTS else (),
+        # A network grant shares the host's network namespace; Landlock and
+        # seccomp then bound what the command may do in it.
+        namespaces=SANDBOX_NAMESPACES
+        if network.kind is NetworkKind.DENIED
+        else SANDBOX_NAMESPACES & ~CLONE_NEWNET,
+        resolver=network.resolver,
         seccomp=_SECCOMP_BY_OPTIONS[options],
         pin=policy.pin,
         mount_proc=any(grant.on_procfs for grant in policy.grants),

@@ -21,7 +21,6 @@ from sandbx._fdio import write_all
 from sandbx._value import value
 from sandbx.boundary._clone import clone_into
 from sandbx.boundary._landlock import MINIMUM_ABI, abi_version
-from sandbx.boundary._namespaces import SANDBOX_NAMESPACES
 from sandbx.boundary._outcome import (
     Exited,
     Failed,
@@ -96,7 +95,7 @@ def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResu
     # handlers, nor the caller before its handlers know the child.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
     try:
-        child = clone_into(SANDBOX_NAMESPACES)
+        child = clone_into(plan.namespaces)
     except OSError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
         for fd in (report_read, lifeline_write, *child_ends, *(relay or ())[:1]):

@@ -26,6 +26,7 @@ from sandbx.boundary._namespaces import keep_mounts_private, map_caller, mount_o
 from sandbx.boundary._outcome import FailureReason, StageFailure, send_degraded, send_failed
 from sandbx.boundary._pinned import open_pinned
 from sandbx.boundary._plan import Channels, LaunchPlan, PathRule
+from sandbx.boundary._resolver import lay_resolver_files
 from sandbx.boundary._syscalls import (
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
@@ -73,8 +74,9 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
     _step(FailureReason.NAMESPACE_SETUP_FAILED, "mapping the caller's ids", lambda: _map_ids(plan))
     _set_up_mounts(plan)
     rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]
+    resolver_fds = _lay_resolver(plan)
     _drop_privileges(channels)
-    _apply_landlock(plan, rule_fds)
+    _apply_landlock(plan, rule_fds, resolver_fds)
     program_fd = None if plan.pin is None else _checked_pin(plan.pin)
     _step(
         FailureReason.SECCOMP,
@@ -109,6 +111,21 @@ def _set_up_mounts(plan: LaunchPlan) -> None:
         "entering the working directory again",
         lambda: os.chdir(plan.working_directory),
     )
+
+
+def _lay_resolver(plan: LaunchPlan) -> list[int]:
+    """With --allow-dns, the laid files opened for Landlock read rules: no /etc grant needed."""
+    if plan.resolver is None:
+        return []
+    resolver = plan.resolver
+    try:
+        laid = lay_resolver_files(resolver)
+    except OSError as exc:
+        raise StageFailure(
+            FailureReason.NAMESPACE_SETUP_FAILED,
+            f"laying the --allow-dns resolver files: {exc.strerror}",
+        ) from exc
+    return [os.open(path, os.O_PATH | os.O_CLOEXEC) for path in laid]
 
 
 def _drop_privileges(channels: Channels) -> None:
@@ -160,13 +177,20 @@ def _open_pinned_grant(rule: PathRule) -> int:
     )
 
 
-def _apply_landlock(plan: LaunchPlan, rule_fds: list[int]) -> None:
+def _apply_landlock(plan: LaunchPlan, rule_fds: list[int], resolver_fds: list[int]) -> None:
     try:
         ruleset = _landlock.create_ruleset(plan.handled)
         for rule, fd in zip(plan.path_rules, rule_fds, strict=True):
             if rule.rights:
                 _landlock.add_path_rule(ruleset, fd, rule.rights)
             os.close(fd)
+        for fd in resolver_fds:
+            _landlock.add_path_rule(ruleset, fd, _landlock.FS_READ_FILE)
+            os.close(fd)
+        for port in plan.port_rules:
+            _landlock.add_port_rule(
+                ruleset, port, _landlock.NET_BIND_TCP | _landlock.NET_CONNECT_TCP
+            )
         _landlock.restrict_self(ruleset)
     except OSError as exc:
         raise StageFailure(FailureReason.LANDLOCK, f"Landlock: {exc.strerror}") from exc

@@ -108,6 +108,10 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int) -> No
     )
 
 
+def umount(target: str, flags: int) -> None:
+    _checked(_libc.umount2(os.fsencode(target), flags))
+
+
 def seccomp_syscall_number() -> int:
     return _arch_number(_SYS_SECCOMP)
 

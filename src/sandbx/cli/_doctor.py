@@ -64,6 +64,17 @@ def _feature_rows(report: HostReport, end_to_end: Probe) -> list[str]:
         _verdict("--allow-env, --pin-sha256", end_to_end.ok),
         _verdict("--timeout (kills every descendant)", namespaces),
         _verdict("--allow-read /proc (a /proc of the sandbox's own)", report.userns_mount.ok),
+        _verdict("--allow-network, bare (the host's network)", end_to_end.ok),
+        _verdict(
+            "--allow-network PORT (Landlock TCP port rules, ABI 4)",
+            end_to_end.ok and report.landlock_abi >= 4,
+        ),
+        _verdict("--allow-unix-sockets", end_to_end.ok),
+        _verdict(
+            "--allow-dns NAME (resolver files mounted in a user namespace)",
+            end_to_end.ok and report.userns_mount.ok,
+        ),
+        _verdict("--dns-over-tcp", end_to_end.ok),
         _scoping_row(report.landlock_abi),
     ]
 

@@ -19,7 +19,7 @@ from sandbx.policy import Command, GrantFlags, derive_policy
 PROG = "sandbx sandbox-run"
 SUMMARY = (
     "Run CMD confined: read+exec on the system directories, read+write on the working "
-    "directory (replaced by any path flag), no network, a cleared environment."
+    "directory (replaced by any path flag), no network unless granted, a cleared environment."
 )
 
 GRANT_FLAGS = (
@@ -47,6 +47,25 @@ GRANT_FLAGS = (
         metavar="HEX",
         help="refuse the run unless the absolute program after -- hashes to HEX",
     ),
+    Flag(
+        name="--allow-network",
+        metavar="PORT",
+        repeatable=True,
+        takes_next_as_value=str.isdigit,
+        help="alone: the host's network, any port and protocol; with PORT: TCP to and from "
+        "PORT only",
+    ),
+    Flag(name="--allow-unix-sockets", help="Unix-domain sockets (not implied by network)"),
+    Flag(
+        name="--allow-dns",
+        metavar="NAME",
+        repeatable=True,
+        help="let NAME, and only listed names, resolve; grants no path and no port",
+    ),
+    Flag(
+        name="--dns-over-tcp",
+        help="set RES_OPTIONS=use-vc so glibc resolves over TCP; allowlists no port",
+    ),
 )
 RUN_FLAGS = (
     *GRANT_FLAGS,
@@ -71,6 +90,11 @@ def grant_flags_from(parsed: Parsed, prog: str) -> GrantFlags:
         env=tuple(parsed.all("--allow-env")),
         pin_sha256=parsed.one("--pin-sha256"),
         timeout_seconds=_seconds(parsed.one("--timeout"), prog),
+        network_any=None in parsed.values.get("--allow-network", []),
+        network_ports=tuple(parsed.all("--allow-network")),
+        unix_sockets=parsed.given("--allow-unix-sockets"),
+        dns_names=tuple(parsed.all("--allow-dns")),
+        dns_over_tcp=parsed.given("--dns-over-tcp"),
     )
 
 
@@ -133,6 +157,8 @@ def main(argv: list[str]) -> int:
     sink = audit.StderrSink()
     spawn = audit.next_spawn_id()
     sink.write(audit.spawned(spawn, policy, command))
+    if policy.network.unresolved_names:
+        sink.write(audit.degraded(spawn, audit.unresolved_names(policy.network)))
     result = run_sandboxed(policy, command, stderr_guard=GUARD)
     for what in result.degraded:
         sink.write(audit.degraded(spawn, what))

@@ -14,6 +14,7 @@ from sandbx.policy._model import (
     NetworkKind,
     Pin,
     Policy,
+    ResolverFiles,
     VettedGrant,
 )
 from sandbx.policy._owned import credential_file, owned_paths, session_store_dir
@@ -31,6 +32,7 @@ __all__ = [
     "NetworkKind",
     "Pin",
     "Policy",
+    "ResolverFiles",
     "VettedGrant",
     "credential_file",
     "derive_policy",

@@ -21,9 +21,11 @@ from sandbx.policy._model import (
     GrantOrigin,
     Network,
     Policy,
+    ResolverFiles,
     VettedGrant,
     vetting_token,
 )
+from sandbx.policy._network import derive_network, resolver_files
 from sandbx.policy._owned import OwnedPath, owned_paths
 from sandbx.policy._paths import is_within, overlaps, same_file
 from sandbx.policy._pin import parse_digest, vet_pin
@@ -42,6 +44,11 @@ class GrantFlags:
     env: tuple[str, ...] = ()
     pin_sha256: str | None = None
     timeout_seconds: float | None = None
+    network_any: bool = False
+    network_ports: tuple[str, ...] = ()
+    unix_sockets: bool = False
+    dns_names: tuple[str, ...] = ()
+    dns_over_tcp: bool = False
 
     @property
     def names_a_path(self) -> bool:
@@ -77,16 +84,46 @@ def derive_policy(
             _vet(root, Access.WRITE, GrantOrigin.WORKING_DIRECTORY, base="/", owned=owned)
         )
     names = granted_names(flags.env)
+    network = derive_network(
+        any_port=flags.network_any,
+        ports=flags.network_ports,
+        unix_sockets=flags.unix_sockets,
+        dns_names=flags.dns_names,
+        dns_over_tcp=flags.dns_over_tcp,
+    )
     pin = None
     if flags.pin_sha256 is not None:
         pin = vet_pin(command.program, parse_digest(flags.pin_sha256))
+    if network.dns_names:
+        files, unresolved = resolver_files(network.dns_names)
+        network = replace_resolver(network, files, unresolved)
+    environment = crossing_environment(names, environ)
+    if network.dns_over_tcp:
+        # The one value sandbx sets itself: glibc's stub resolver asks over TCP
+        # (resolv.conf(5), "use-vc"), which a port list can allow.
+        environment = (
+            *((n, v) for n, v in environment if n != "RES_OPTIONS"),
+            ("RES_OPTIONS", "use-vc"),
+        )
     return Policy(
         grants=_without_repeats(grants),
-        environment=crossing_environment(names, environ),
+        environment=environment,
         granted_env_names=names,
-        network=Network(),
+        network=network,
         pin=pin,
         timeout_seconds=vet_timeout(flags.timeout_seconds),
+    )
+
+
+def replace_resolver(network: Network, files: ResolverFiles, unresolved: int) -> Network:
+    return Network(
+        kind=network.kind,
+        ports=network.ports,
+        unix_sockets=network.unix_sockets,
+        dns_names=network.dns_names,
+        dns_over_tcp=network.dns_over_tcp,
+        resolver=files,
+        unresolved_names=unresolved,
     )
 
 

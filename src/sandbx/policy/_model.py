@@ -54,7 +54,21 @@ class VettedGrant:
 
 
 class NetworkKind(enum.Enum):
+    """``denied``: an empty network namespace. ``any``: the host's, every port and protocol.
+    ``ports``: the host's, TCP on the listed ports alone."""
+
     DENIED = "denied"
+    ANY = "any"
+    PORTS = "ports"
+
+
+@value
+class ResolverFiles:
+    """What the command sees as /etc/hosts, /etc/nsswitch.conf and /etc/resolv.conf."""
+
+    hosts: str
+    nsswitch: str
+    resolv: str
 
 
 @value
@@ -64,6 +78,9 @@ class Network:
     unix_sockets: bool = False
     dns_names: tuple[str, ...] = ()
     dns_over_tcp: bool = False
+    # With --allow-dns: the files laid over the host's, and how many names did not resolve.
+    resolver: ResolverFiles | None = None
+    unresolved_names: int = 0
 
 
 @value
