@@ -120,7 +120,9 @@ def resolver_files(names: tuple[str, ...]) -> tuple[ResolverFiles, int]:
             unresolved += 1
             continue
         addresses = sorted({str(entry[4][0]) for entry in found})
-        lines.extend(f"{address} {name}" for address in addresses)
+        lines.extend(
+            line for line in (f"{address} {name}" for address in addresses) if line not in lines
+        )
     with open(_NSSWITCH_FILE, encoding="utf-8", errors="surrogateescape") as handle:
         nsswitch = _hosts_from_files_only(handle.read())
     files = ResolverFiles(
