@@ -61,39 +61,25 @@ _FS_RIGHTS_BY_ABI = {
     5: FS_IOCTL_DEV,
 }
 
+# Changes to a directory's entries: creating, removing, linking or moving in.
+_DIRECTORY_CHANGES = (
+    FS_REMOVE_DIR
+    | FS_REMOVE_FILE
+    | FS_MAKE_CHAR
+    | FS_MAKE_DIR
+    | FS_MAKE_REG
+    | FS_MAKE_SOCK
+    | FS_MAKE_FIFO
+    | FS_MAKE_BLOCK
+    | FS_MAKE_SYM
+    | FS_REFER
+)
 # Rights that only make sense on a directory; landlock_add_rule(2) refuses them
 # (EINVAL) in a rule whose parent_fd is a file.
-_DIRECTORY_ONLY = (
-    FS_READ_DIR
-    | FS_REMOVE_DIR
-    | FS_REMOVE_FILE
-    | FS_MAKE_CHAR
-    | FS_MAKE_DIR
-    | FS_MAKE_REG
-    | FS_MAKE_SOCK
-    | FS_MAKE_FIFO
-    | FS_MAKE_BLOCK
-    | FS_MAKE_SYM
-    | FS_REFER
-)
+_DIRECTORY_ONLY = FS_READ_DIR | _DIRECTORY_CHANGES
 
 _READ = FS_READ_FILE | FS_READ_DIR
-_WRITE = (
-    _READ
-    | FS_WRITE_FILE
-    | FS_REMOVE_DIR
-    | FS_REMOVE_FILE
-    | FS_MAKE_CHAR
-    | FS_MAKE_DIR
-    | FS_MAKE_REG
-    | FS_MAKE_SOCK
-    | FS_MAKE_FIFO
-    | FS_MAKE_BLOCK
-    | FS_MAKE_SYM
-    | FS_REFER
-    | FS_TRUNCATE
-    | FS_IOCTL_DEV
-)
+_WRITE = _READ | FS_WRITE_FILE | FS_TRUNCATE | FS_IOCTL_DEV | _DIRECTORY_CHANGES
 _EXECUTE = _READ | FS_EXECUTE
 
 
