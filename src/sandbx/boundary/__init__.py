@@ -7,13 +7,15 @@ refuses the run.
 """
 
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
-from sandbx.boundary._spawn import StderrGuard, run_sandboxed
+from sandbx.boundary._spawn import Capture, run_sandboxed
+from sandbx.boundary._stderr_guard import StderrGuard
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from sandbx.boundary._probe import HostReport, Probe, probe_host
 
 __all__ = [
+    "Capture",
     "Exited",
     "Failed",
     "FailureReason",

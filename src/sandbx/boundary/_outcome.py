@@ -70,6 +70,10 @@ Outcome = Exited | Failed
 class RunResult:
     outcome: Outcome
     degraded: tuple[str, ...]
+    # With a capture: the command's stdout and stderr, interleaved as written,
+    # up to the limit; and how many bytes past it were read and dropped.
+    output: bytes = b""
+    output_dropped: int = 0
 
     @property
     def exit_code(self) -> int:

@@ -50,7 +50,9 @@ class Channels:
     """Descriptors the child inherits: where to report, and where stderr goes."""
 
     report: int
-    stderr: int | None
+    stdin: int | None = None
+    stdout: int | None = None
+    stderr: int | None = None
 
 
 _SECCOMP_BY_OPTIONS: dict[FilterOptions, CompiledFilter] = {}
@@ -66,7 +68,9 @@ def degraded_on(abi: int) -> tuple[str, ...]:
     return (note,)
 
 
-def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
+def build_plan(
+    policy: Policy, command: Command, *, abi: int, timeout_seconds: float | None = None
+) -> LaunchPlan:
     network = policy.network
     handled = handled_for_run(abi, network)
     options = FilterOptions(allow_unix_sockets=network.unix_sockets, network=network.kind)
@@ -95,7 +99,7 @@ def build_plan(policy: Policy, command: Command, *, abi: int) -> LaunchPlan:
         seccomp=_SECCOMP_BY_OPTIONS[options],
         pin=policy.pin,
         mount_proc=any(grant.on_procfs for grant in policy.grants),
-        timeout_seconds=policy.timeout_seconds,
+        timeout_seconds=policy.timeout_seconds if timeout_seconds is None else timeout_seconds,
         uid=os.geteuid(),
         gid=os.getegid(),
         degraded=degraded_on(abi),

@@ -32,6 +32,7 @@ from sandbx.boundary._outcome import (
 from sandbx.boundary._plan import Channels, LaunchPlan, build_plan
 from sandbx.boundary._seccomp import is_supported_machine
 from sandbx.boundary._stage_command import run_command_stage
+from sandbx.boundary._stderr_guard import Defang, StderrGuard
 from sandbx.boundary._syscalls import MACHINE, PR_SET_DUMPABLE, prctl
 from sandbx.policy import Command, Policy
 
@@ -54,11 +55,10 @@ _USERNS_UNAVAILABLE = frozenset({errno.EPERM, errno.ENOSPC, errno.EINVAL, errno.
 
 
 @value
-class StderrGuard:
-    """A byte string the command's stderr may not carry, and what replaces it."""
+class Capture:
+    """Collect the command's stdout and stderr (stdin is /dev/null), keeping ``limit`` bytes."""
 
-    marker: bytes
-    replacement: bytes
+    limit: int
 
 
 def run_sandboxed(
@@ -66,7 +66,15 @@ def run_sandboxed(
     command: Command,
     *,
     stderr_guard: StderrGuard | None = None,
+    capture: Capture | None = None,
+    timeout_seconds: float | None = None,
 ) -> RunResult:
+    """Run ``command`` under ``policy``; ``timeout_seconds`` overrides the policy's for this run.
+
+    By default the command shares sandbx's stdin, stdout and stderr (stderr
+    relayed through ``stderr_guard`` when it is not a terminal); with ``capture``
+    its output is collected into the result instead.
+    """
     abi = abi_version()
     if abi < MINIMUM_ABI:
         return _refused(
@@ -76,21 +84,32 @@ def run_sandboxed(
         )
     if not is_supported_machine():
         return _refused(FailureReason.UNSUPPORTED, f"no seccomp syscall table for {MACHINE}")
-    plan = build_plan(policy, command, abi=abi)
+    plan = build_plan(policy, command, abi=abi, timeout_seconds=timeout_seconds)
     # The harness will hold secrets (an API key, under agent-run); a
     # non-dumpable process cannot be ptraced or have its /proc/PID/mem read by
     # other processes of the same user.
     prctl(PR_SET_DUMPABLE, 0)
-    result = _spawn_and_supervise(plan, stderr_guard)
-    return RunResult(result.outcome, plan.degraded + result.degraded)
+    if capture is not None:
+        streams = _Streams.capturing(capture.limit)
+    elif stderr_guard is not None and not os.isatty(2):
+        streams = _Streams.relaying(stderr_guard)
+    else:
+        streams = _Streams.plain()
+    result = _spawn_and_supervise(plan, streams)
+    return RunResult(
+        result.outcome,
+        plan.degraded + result.degraded,
+        output=result.output,
+        output_dropped=result.output_dropped,
+    )
 
 
-def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResult:
+def _spawn_and_supervise(plan: LaunchPlan, streams: _Streams) -> RunResult:
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
     lifeline_read, lifeline_write = os.pipe2(os.O_CLOEXEC)
-    relay = os.pipe2(os.O_CLOEXEC) if guard is not None and not os.isatty(2) else None
-    stderr_write = None if relay is None else relay[1]
-    child_ends = (report_write, lifeline_read, *(() if stderr_write is None else (stderr_write,)))
+    streams.watch_report(report_read)
+    channels = streams.channels(report_write)
+    child_ends = (report_write, lifeline_read, *streams.child_ends)
     # Blocked across the clone so that no signal finds the child with sandbx's
     # handlers, nor the caller before its handlers know the child.
     previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
@@ -98,7 +117,7 @@ def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResu
         child = clone_into(plan.namespaces)
     except OSError as exc:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        for fd in (report_read, lifeline_write, *child_ends, *(relay or ())[:1]):
+        for fd in (lifeline_write, *child_ends, *streams.open):
             os.close(fd)
         if exc.errno in _USERNS_UNAVAILABLE:
             return _refused(
@@ -108,26 +127,22 @@ def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResu
             )
         return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
     if child == 0:
-        os.close(report_read)
-        os.close(lifeline_write)
-        if relay is not None:
-            os.close(relay[0])
-        run_command_stage(plan, Channels(report=report_write, stderr=stderr_write), lifeline_read)
+        for fd in (lifeline_write, *streams.open):
+            os.close(fd)
+        run_command_stage(plan, channels, lifeline_read)
     for fd in child_ends:
         os.close(fd)
     supervisor = _Supervisor(child)
     previous_handlers = supervisor.take_signals()
     signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
     try:
-        report, status = supervisor.watch(
-            report_read, None if relay is None else relay[0], guard, plan.timeout_seconds
-        )
+        status = supervisor.watch(streams, plan.timeout_seconds)
     finally:
         for signal_number, handler in previous_handlers.items():
             signal.signal(signal_number, handler)
         # The child only needed this to learn that sandbx died; it is dead now.
         os.close(lifeline_write)
-    failure, degraded = decode(report)
+    failure, degraded = decode(streams.report())
     if supervisor.timed_out:
         failure = Failed(FailureReason.TIMEOUT, f"killed after {plan.timeout_seconds:g} s")
     elif supervisor.interrupted:
@@ -137,7 +152,12 @@ def _spawn_and_supervise(plan: LaunchPlan, guard: StderrGuard | None) -> RunResu
             f"sandbx received {signal.Signals(number).name}",
             signal_number=number,
         )
-    return RunResult(failure or Exited(exit_code_of(status)), degraded)
+    return RunResult(
+        failure or Exited(exit_code_of(status)),
+        degraded,
+        output=streams.output(),
+        output_dropped=streams.dropped,
+    )
 
 
 def _refused(reason: FailureReason, detail: str) -> RunResult:
@@ -170,20 +190,13 @@ class _Supervisor:
         except ProcessLookupError:
             return  # already reaped
 
-    def watch(
-        self,
-        report_fd: int,
-        stderr_fd: int | None,
-        guard: StderrGuard | None,
-        timeout_seconds: float | None,
-    ) -> tuple[bytes, int]:
+    def watch(self, streams: _Streams, timeout_seconds: float | None) -> int:
         """Relay and collect until the pipes close and the child is gone; its wait status."""
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
         pidfd = os.pidfd_open(self.child)
         poller = select.poll()
-        for fd in (report_fd, pidfd, *(() if stderr_fd is None else (stderr_fd,))):
+        for fd in (pidfd, *streams.open):
             poller.register(fd, select.POLLIN)
-        streams = _Streams(report_fd, stderr_fd, guard)
         status: int | None = None
         while status is None or streams.open:
             for fd, _events in poller.poll(self._milliseconds_left(deadline)):
@@ -199,7 +212,7 @@ class _Supervisor:
                 self.timed_out = True
                 deadline = None
                 self._kill()
-        return streams.report(), status
+        return status
 
     @staticmethod
     def _milliseconds_left(deadline: float | None) -> int:
@@ -209,13 +222,55 @@ class _Supervisor:
 
 
 class _Streams:
-    """The report pipe, collected, and the command's stderr, relayed through the guard."""
+    """The pipes of one run: the report (collected), and the command's output, which is
+    either relayed to sandbx's stderr through the guard, captured up to a limit, or
+    not piped at all (the command writes to sandbx's own descriptors)."""
 
-    def __init__(self, report_fd: int, stderr_fd: int | None, guard: StderrGuard | None) -> None:
-        self._report_fd = report_fd
+    def __init__(
+        self, *, guard: StderrGuard | None = None, capture_limit: int | None = None
+    ) -> None:
+        self._report_fd = -1
         self._report = bytearray()
-        self._defang = _Defang(guard) if guard is not None and stderr_fd is not None else None
-        self.open = {report_fd} | (set() if stderr_fd is None else {stderr_fd})
+        self._defang = None if guard is None else Defang(guard)
+        self._capture_limit = capture_limit
+        self._captured = bytearray()
+        self.dropped = 0
+        self.open: set[int] = set()
+        self.child_ends: tuple[int, ...] = ()
+        self._output_fd = -1
+        if guard is not None or capture_limit is not None:
+            self._output_fd, output_write = os.pipe2(os.O_CLOEXEC)
+            self.open.add(self._output_fd)
+            self.child_ends = (output_write,)
+            if capture_limit is not None:
+                null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                self.child_ends = (output_write, null)
+
+    @classmethod
+    def plain(cls) -> _Streams:
+        return cls()
+
+    @classmethod
+    def relaying(cls, guard: StderrGuard) -> _Streams:
+        return cls(guard=guard)
+
+    @classmethod
+    def capturing(cls, limit: int) -> _Streams:
+        return cls(capture_limit=limit)
+
+    def watch_report(self, report_fd: int) -> None:
+        self._report_fd = report_fd
+        self.open.add(report_fd)
+
+    def channels(self, report_write: int) -> Channels:
+        if self._capture_limit is not None:
+            output_write, null = self.child_ends
+            return Channels(
+                report=report_write, stdin=null, stdout=output_write, stderr=output_write
+            )
+        if self.child_ends:
+            return Channels(report=report_write, stderr=self.child_ends[0])
+        return Channels(report=report_write)
 
     def take(self, fd: int) -> bool:
         """Read once from ``fd``; False when it reached its end (and is closed)."""
@@ -223,11 +278,15 @@ class _Streams:
         if not chunk:
             self.open.discard(fd)
             os.close(fd)
-            if fd != self._report_fd and self._defang is not None:
+            if fd == self._output_fd and self._defang is not None:
                 write_all(2, self._defang.finish())
             return False
         if fd == self._report_fd:
             self._report += chunk
+        elif self._capture_limit is not None:
+            room = max(0, self._capture_limit - len(self._captured))
+            self._captured += chunk[:room]
+            self.dropped += max(0, len(chunk) - room)
         elif self._defang is not None:
             write_all(2, self._defang.feed(chunk))
         return True
@@ -235,35 +294,5 @@ class _Streams:
     def report(self) -> bytes:
         return bytes(self._report)
 
-
-class _Defang:
-    """Rewrites every occurrence of the marker, including one split across reads."""
-
-    def __init__(self, guard: StderrGuard) -> None:
-        self._marker = guard.marker
-        self._replacement = guard.replacement
-        self._held = b""
-        self._last_byte = b"\n"
-
-    def feed(self, chunk: bytes) -> bytes:
-        data = (self._held + chunk).replace(self._marker, self._replacement)
-        # Hold back the longest tail that could still begin the marker, so a
-        # marker written in two pieces is caught when its second piece arrives.
-        keep = 0
-        for length in range(min(len(self._marker) - 1, len(data)), 0, -1):
-            if self._marker.startswith(data[-length:]):
-                keep = length
-                break
-        self._held = data[len(data) - keep :]
-        released = data[: len(data) - keep]
-        if released:
-            self._last_byte = released[-1:]
-        return released
-
-    def finish(self) -> bytes:
-        tail = self._held
-        self._held = b""
-        if tail:
-            self._last_byte = tail[-1:]
-        # A record must begin its own line; end the command's unterminated one.
-        return tail + (b"" if self._last_byte == b"\n" else b"\n")
+    def output(self) -> bytes:
+        return bytes(self._captured)

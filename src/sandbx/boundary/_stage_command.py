@@ -69,8 +69,9 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
     for signal_number in _SIGNALS_TO_RESET:
         signal.signal(signal_number, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_SETMASK, ())
-    if channels.stderr is not None:
-        os.dup2(channels.stderr, 2)
+    for fd, standard in ((channels.stdin, 0), (channels.stdout, 1), (channels.stderr, 2)):
+        if fd is not None:
+            os.dup2(fd, standard)
     _step(FailureReason.NAMESPACE_SETUP_FAILED, "mapping the caller's ids", lambda: _map_ids(plan))
     _set_up_mounts(plan)
     rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]

@@ -24,7 +24,7 @@ from sandbx.audit import (
     spawned,
 )
 from sandbx.boundary import Exited, Failed, FailureReason, RunResult, StderrGuard
-from sandbx.boundary._spawn import _Defang
+from sandbx.boundary._stderr_guard import Defang
 from sandbx.cli._sandbox_run import GUARD
 from sandbx.policy import Command, GrantFlags, Policy, derive_policy
 from tests.support import parse_records
@@ -323,7 +323,7 @@ SAFE = b"<defanged>"
 
 
 def defang(*chunks: bytes, guard: StderrGuard | None = None) -> bytes:
-    rewriter = _Defang(guard or StderrGuard(marker=MARK, replacement=SAFE))
+    rewriter = Defang(guard or StderrGuard(marker=MARK, replacement=SAFE))
     return b"".join(rewriter.feed(chunk) for chunk in chunks) + rewriter.finish()
 
 
@@ -365,7 +365,7 @@ def test_a_marker_at_the_end_without_a_newline_is_rewritten_and_the_line_ended()
 
 
 def test_a_held_back_prefix_is_released_at_the_end_with_a_newline() -> None:
-    rewriter = _Defang(StderrGuard(marker=MARK, replacement=SAFE))
+    rewriter = Defang(StderrGuard(marker=MARK, replacement=SAFE))
     assert rewriter.feed(b"abc sandbx::au") == b"abc "
     assert rewriter.finish() == b"sandbx::au\n"
 
