@@ -129,6 +129,13 @@ ENOSYS = errno_action(errno_codes.ENOSYS)
 class FilterOptions:
     allow_unix_sockets: bool = False
     network: NetworkKind = NetworkKind.DENIED
+    # The confined worker of the file tools runs no program and opens no socket.
+    file_worker: bool = False
+
+
+# What the confined worker may not do beyond a command: run a program, make a
+# process, open a socket of any kind.
+WORKER_DENIED = ("execve", "execveat", "fork", "vfork", "clone", "socket", "socketpair")
 
 
 def is_supported_machine(machine: str = MACHINE) -> bool:
@@ -150,6 +157,10 @@ def build_filter(options: FilterOptions, machine: str = MACHINE) -> list[Instruc
         ]
     for name in DENIED_WITH_EPERM:
         program += _refuse(numbers[name], EPERM)
+    if options.file_worker:
+        for name in WORKER_DENIED:
+            if name in numbers:  # aarch64 has no fork or vfork
+                program += _refuse(numbers[name], EPERM)
     program += _refuse(numbers["clone3"], ENOSYS)
     program += _when_called(numbers["clone"], _clone_without_namespaces())
     program += _when_called(numbers["ioctl"], _ioctl_without_terminal_injection())

@@ -1,0 +1,136 @@
+"""The spawner: a single-threaded process that runs commands for a caller that has threads.
+
+Forking a process with threads is unsafe, and agent-run has them (an HTTP
+client, a screen). So it starts this process first, before any thread exists,
+with the run's policy already derived, and asks it for each command over a
+pair of pipes. The spawner calls ``run_sandboxed`` itself; it never widens the
+policy it was forked with, since it takes no policy from a request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
+from sandbx.boundary._spawn import INTERRUPTING_SIGNALS, Capture, run_sandboxed
+from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, prctl
+from sandbx.policy import Command, Policy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+
+class Spawner:
+    """The caller's handle; ``run`` may be called from any thread, one run at a time."""
+
+    def __init__(self, pid: int, requests: int, responses: int) -> None:
+        self._pid = pid
+        self._requests = requests
+        self._responses = responses
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, policy: Policy) -> Spawner:
+        """Fork the spawner. Call before the caller starts any thread."""
+        request_read, request_write = os.pipe2(os.O_CLOEXEC)
+        response_read, response_write = os.pipe2(os.O_CLOEXEC)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            os.close(request_write)
+            os.close(response_read)
+            _serve(policy, request_read, response_write, parent)
+        os.close(request_read)
+        os.close(response_write)
+        return cls(pid, request_write, response_read)
+
+    def run(self, argv: tuple[str, ...], *, timeout_seconds: float, output_limit: int) -> RunResult:
+        request = json.dumps(
+            {"argv": list(argv), "timeout": timeout_seconds, "limit": output_limit},
+            ensure_ascii=False,
+        ).encode("utf-8", "surrogateescape")
+        with self._lock:
+            send_frame(self._requests, request)
+            header = receive_frame(self._responses)
+            output = receive_frame(self._responses)
+        return _result_from(json.loads(header), output)
+
+    def interrupt(self) -> None:
+        """Kill the command now running, if any: it ends as ``interrupted``."""
+        try:
+            os.kill(self._pid, signal.SIGINT)
+        except ProcessLookupError:
+            return
+
+    def close(self) -> None:
+        os.close(self._requests)
+        os.close(self._responses)
+        try:
+            os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            return
+
+
+def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoReturn:
+    code = 0
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+        # Idle, a terminal's ctrl-c must not end the spawner; during a run,
+        # run_sandboxed takes these signals and ends the run instead.
+        for signal_number in INTERRUPTING_SIGNALS:
+            signal.signal(signal_number, signal.SIG_IGN)
+        while True:
+            try:
+                request = json.loads(receive_frame(requests))
+            except ChannelClosed:
+                break
+            result = run_sandboxed(
+                policy,
+                Command(argv=tuple(request["argv"])),
+                capture=Capture(limit=int(request["limit"])),
+                timeout_seconds=float(request["timeout"]),
+            )
+            send_frame(responses, json.dumps(_header_of(result)).encode())
+            send_frame(responses, result.output)
+    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _header_of(result: RunResult) -> dict[str, object]:
+    outcome: dict[str, object]
+    match result.outcome:
+        case Exited(code=code):
+            outcome = {"exited": code}
+        case Failed(reason=reason, detail=detail, signal_number=number):
+            outcome = {"failed": reason.value, "detail": detail, "signal": number}
+    return {"outcome": outcome, "degraded": list(result.degraded), "dropped": result.output_dropped}
+
+
+def _result_from(header: dict[str, object], output: bytes) -> RunResult:
+    raw = header["outcome"]
+    degraded = header["degraded"]
+    if not isinstance(raw, dict) or not isinstance(degraded, list):
+        msg = "the spawner answered with a malformed frame"
+        raise ChannelClosed(msg)
+    outcome: Outcome
+    if "exited" in raw:
+        outcome = Exited(int(raw["exited"]))
+    else:
+        outcome = Failed(
+            FailureReason(str(raw["failed"])), str(raw["detail"]), signal_number=int(raw["signal"])
+        )
+    return RunResult(
+        outcome,
+        tuple(str(item) for item in degraded),
+        output=output,
+        output_dropped=int(str(header["dropped"])),
+    )

@@ -1,0 +1,136 @@
+"""The confined worker: where the file tools touch the file system, under the run's Landlock rules.
+
+A process forked before the caller has threads, which confines itself (no new
+privileges, the policy's Landlock ruleset without execute, TCP and scoping
+denied, seccomp refusing exec, process creation and every socket) and then
+answers requests with a handler the caller supplies. So a file tool reaches
+exactly what a command could, however the path was spelled or linked.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Callable
+
+from sandbx.boundary import _landlock, _seccomp
+from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._outcome import StageFailure
+from sandbx.boundary._pinned import open_pinned
+from sandbx.boundary._spawn import INTERRUPTING_SIGNALS
+from sandbx.boundary._syscalls import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
+from sandbx.policy import Access, Network, Policy
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import NoReturn
+
+Handler = Callable[[bytes], bytes]
+
+
+class WorkerUnavailable(RuntimeError):
+    """The worker could not confine itself, or died; no file tool may run without it."""
+
+
+class FileWorker:
+    """The caller's handle; ``call`` may be used from any thread, one request at a time."""
+
+    def __init__(self, pid: int, requests: int, responses: int) -> None:
+        self._pid = pid
+        self._requests = requests
+        self._responses = responses
+        self._lock = threading.Lock()
+
+    @classmethod
+    def start(cls, policy: Policy, handler: Handler) -> FileWorker:
+        """Fork the worker and wait until it is confined. Call before any thread exists."""
+        request_read, request_write = os.pipe2(os.O_CLOEXEC)
+        response_read, response_write = os.pipe2(os.O_CLOEXEC)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            os.close(request_write)
+            os.close(response_read)
+            _serve(policy, handler, request_read, response_write, parent)
+        os.close(request_read)
+        os.close(response_write)
+        worker = cls(pid, request_write, response_read)
+        try:
+            greeting = receive_frame(response_read)
+        except ChannelClosed:
+            greeting = b"the worker died before confining itself"
+        if greeting != b"confined":
+            worker.close()
+            raise WorkerUnavailable(greeting.decode("utf-8", "replace"))
+        return worker
+
+    def call(self, request: bytes) -> bytes:
+        with self._lock:
+            try:
+                send_frame(self._requests, request)
+                return receive_frame(self._responses)
+            except (ChannelClosed, BrokenPipeError) as exc:
+                msg = "the confined file worker has gone"
+                raise WorkerUnavailable(msg) from exc
+
+    def close(self) -> None:
+        for fd in (self._requests, self._responses):
+            try:
+                os.close(fd)
+            except OSError:
+                continue
+        try:
+            os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            return
+
+
+def _serve(
+    policy: Policy, handler: Handler, requests: int, responses: int, parent: int
+) -> NoReturn:
+    code = 0
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+        for signal_number in INTERRUPTING_SIGNALS:
+            signal.signal(signal_number, signal.SIG_IGN)
+        try:
+            _confine(policy)
+        except (OSError, StageFailure) as exc:
+            send_frame(responses, f"the file worker could not confine itself: {exc}".encode())
+            os._exit(1)
+        send_frame(responses, b"confined")
+        while True:
+            try:
+                request = receive_frame(requests)
+            except ChannelClosed:
+                break
+            send_frame(responses, handler(request))
+    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _confine(policy: Policy) -> None:
+    abi = _landlock.abi_version()
+    if abi < _landlock.MINIMUM_ABI:
+        msg = f"Landlock ABI {abi} is below {_landlock.MINIMUM_ABI}"
+        raise OSError(0, msg)
+    handled = _landlock.handled_for_run(abi, Network())
+    ruleset = _landlock.create_ruleset(handled)
+    for grant in policy.grants:
+        access = Access.READ if grant.access is Access.EXECUTE else grant.access
+        rights = _landlock.rights_for(access, is_directory=grant.is_directory, handled=handled)
+        fd = open_pinned(
+            grant.path, device=grant.device, inode=grant.inode, on_procfs=grant.on_procfs
+        )
+        try:
+            _landlock.add_path_rule(ruleset, fd, rights)
+        finally:
+            os.close(fd)
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    _landlock.restrict_self(ruleset)
+    _seccomp.install(_seccomp.compile_filter(_seccomp.FilterOptions(file_worker=True)))
