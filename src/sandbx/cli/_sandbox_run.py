@@ -14,7 +14,7 @@ from sandbx._exhaustive import unreachable
 from sandbx.boundary import Failed, FailureReason, StderrGuard, run_sandboxed
 from sandbx.cli._flags import Flag, Parsed, check, parse
 from sandbx.errors import HostError, UsageError
-from sandbx.policy import Command, GrantFlags, derive_policy
+from sandbx.policy import Command, GrantFlags, derive_policy, is_port_text
 
 PROG = "sandbx sandbox-run"
 SUMMARY = (
@@ -51,7 +51,7 @@ GRANT_FLAGS = (
         name="--allow-network",
         metavar="PORT",
         repeatable=True,
-        takes_next_as_value=str.isdigit,
+        takes_next_as_value=is_port_text,
         help="alone: the host's network, any port and protocol; with PORT: TCP to and from "
         "PORT only",
     ),

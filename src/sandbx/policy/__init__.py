@@ -17,6 +17,7 @@ from sandbx.policy._model import (
     ResolverFiles,
     VettedGrant,
 )
+from sandbx.policy._network import is_port_text
 from sandbx.policy._owned import credential_file, owned_paths, session_store_dir
 from sandbx.policy._paths import is_within
 from sandbx.policy._pin import parse_digest, sha256_of_fd, starts_with_shebang
@@ -36,6 +37,7 @@ __all__ = [
     "VettedGrant",
     "credential_file",
     "derive_policy",
+    "is_port_text",
     "is_within",
     "owned_paths",
     "parse_digest",

@@ -22,8 +22,13 @@ _HOSTS_FILE = "/etc/hosts"
 _NSSWITCH_FILE = "/etc/nsswitch.conf"
 
 
+def is_port_text(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` alone would take '²' or Arabic-Indic digits."""
+    return text.isascii() and text.isdigit()
+
+
 def vet_port(text: str) -> int:
-    port = int(text) if text.isdigit() else -1
+    port = int(text) if is_port_text(text) else -1
     if not 1 <= port <= _HIGHEST_PORT:
         raise UsageError(
             f"--allow-network {text} is not a TCP port",
@@ -134,15 +139,25 @@ def resolver_files(names: tuple[str, ...]) -> tuple[ResolverFiles, int]:
 
 
 def _hosts_from_files_only(nsswitch: str) -> str:
-    kept = []
-    replaced = False
+    """The first line glibc reads as the hosts database becomes ``hosts: files``; later ones go.
+
+    glibc's parser ends a database name at a colon or at white space, so
+    ``hosts files dns`` is a hosts line too, and of several the last one wins.
+    """
+    kept: list[str] = []
     for line in nsswitch.splitlines():
-        database = line.split(":", 1)[0].strip()
-        if not line.lstrip().startswith("#") and ":" in line and database == "hosts":
-            kept.append("hosts: files")
-            replaced = True
-        else:
+        if _database_of(line) != "hosts":
             kept.append(line)
-    if not replaced:
+        elif "hosts: files" not in kept:
+            kept.append("hosts: files")
+    if "hosts: files" not in kept:
         kept.append("hosts: files")
     return "\n".join(kept) + "\n"
+
+
+def _database_of(line: str) -> str:
+    stripped = line.lstrip()
+    if stripped.startswith("#"):
+        return ""
+    name = stripped.split(":", 1)[0].split(None, 1)
+    return name[0] if name else ""

@@ -78,5 +78,9 @@ def test_nsswitch_keeps_every_database_but_hosts() -> None:
     )
 
 
+def test_nsswitch_drops_a_hosts_line_without_a_colon_which_glibc_also_reads() -> None:
+    assert _hosts_from_files_only("hosts: files\nhosts files dns\n") == "hosts: files\n"
+
+
 def test_nsswitch_without_a_hosts_line_gains_one() -> None:
     assert _hosts_from_files_only("passwd: files\n") == "passwd: files\nhosts: files\n"
