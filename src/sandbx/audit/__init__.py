@@ -4,6 +4,7 @@ It records what the boundary was asked to do and how each run ended; it never
 records a command's output or an environment value.
 """
 
+from sandbx.audit._file_records import file_access
 from sandbx.audit._records import (
     FILTER_WORD,
     MARKER,
@@ -27,6 +28,7 @@ __all__ = [
     "cut_args",
     "degraded",
     "ended",
+    "file_access",
     "next_spawn_id",
     "quote",
     "spawned",
