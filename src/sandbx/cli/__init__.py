@@ -22,6 +22,7 @@ __all__ = ["entry", "main"]
 
 _SUBCOMMANDS = {
     "sandbox-run": "sandbx.cli._sandbox_run",
+    "agent-run": "sandbx.cli._agent_run",
     "hash": "sandbx.cli._hash",
     "doctor": "sandbx.cli._doctor",
 }
@@ -31,6 +32,7 @@ usage: sandbx [--debug] SUBCOMMAND [ARGS…]
 
 subcommands:
   sandbox-run [FLAGS] -- CMD ARGS…   run one command inside the boundary
+  agent-run [FLAGS] -- "PROMPT"      ask one question; a model answers with tools
   hash PATH                          print PATH's SHA-256 for --pin-sha256
   doctor                             say what this host can enforce
 

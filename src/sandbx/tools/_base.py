@@ -45,6 +45,17 @@ class ToolOutcome:
     accesses: tuple[FileAccess, ...] = ()
     # A one-line verdict for the stderr line sandbx prints per call ("ran", "refused …").
     verdict: str = "ran"
+    # What the stderr line names: the absolute path a file tool was given.
+    subject: str = ""
+
+    def about(self, subject: str) -> ToolOutcome:
+        return ToolOutcome(
+            text=self.text,
+            is_error=self.is_error,
+            accesses=self.accesses,
+            verdict=self.verdict,
+            subject=subject,
+        )
 
 
 @value

@@ -117,6 +117,7 @@ class ToolBox:
             outcome = _dispatch.decode_outcome(
                 self._worker.call(_dispatch.encode_request(module.NAME, arguments, path))
             )
+        outcome = outcome.about(path)
         for access in outcome.accesses:
             self._sink.write(
                 audit.file_access(

@@ -1,0 +1,22 @@
+"""The agent: one turn of a model using tools, behind the approval gate.
+
+It sees a ``Provider`` (never an SDK) and a ``ToolBox`` (never a process).
+"""
+
+from sandbx.agent._gate import ApproveWhen, Gate, NoTerminal, Terminal, TerminalGone
+from sandbx.agent._system_prompt import system_prompt
+from sandbx.agent._turn import Sink, Turn, TurnEnd, TurnResult, TurnSettings
+
+__all__ = [
+    "ApproveWhen",
+    "Gate",
+    "NoTerminal",
+    "Sink",
+    "Terminal",
+    "TerminalGone",
+    "Turn",
+    "TurnEnd",
+    "TurnResult",
+    "TurnSettings",
+    "system_prompt",
+]

@@ -1,0 +1,234 @@
+"""``sandbx agent-run [GRANT FLAGS] [AGENT FLAGS] -- "PROMPT"``: one question, seven tools.
+
+Derives the same policy as sandbox-run from the same flags, starts the tool
+box (its worker and spawner fork here, before any thread or SDK exists), then
+runs one turn against the model. Exit: 0 answered, 2 a bound cut it short,
+3 the terminal went away, 64 a command line sandbx would not take, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sandbx import audit
+from sandbx._fdio import write_text
+from sandbx._value import value
+from sandbx.agent import (
+    ApproveWhen,
+    Gate,
+    Sink,
+    Terminal,
+    Turn,
+    TurnSettings,
+    system_prompt,
+)
+from sandbx.agent._display import shown_safely
+from sandbx.cli._flags import Flag, Parsed, check, parse
+from sandbx.cli._sandbox_run import GRANT_FLAGS, grant_flags_from, launch_environment
+from sandbx.cli._sandbox_run import working_directory as current_directory
+from sandbx.errors import HostError, UsageError
+from sandbx.policy import Access, Command, Policy, derive_policy
+from sandbx.providers import Endpoint, ProviderError, endpoint_from
+from sandbx.tools import READ_ONLY_TOOLS, SPECS, TOOL_NAMES, ToolBox
+
+PROG = "sandbx agent-run"
+SUMMARY = (
+    "Ask one question; the model answers using tools that run inside the boundary. "
+    "read, ls, grep and find are approved; write, edit and bash need --allow-tool."
+)
+DEFAULT_MODEL = "claude-sonnet-5"
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_ROUNDS = 8
+
+AGENT_FLAGS = (
+    Flag(
+        name="--allow-tool",
+        metavar="TOOL",
+        repeatable=True,
+        takes_next_as_value=TOOL_NAMES.__contains__,
+        help="approve a tool that does more than read; alone, approve all seven",
+    ),
+    Flag(
+        name="--approve",
+        metavar="WHEN",
+        help="run (default): --allow-tool decides; call: ask on the terminal per write and command",
+    ),
+    Flag(name="--model", metavar="NAME", help=f"which model to ask (default {DEFAULT_MODEL})"),
+    Flag(name="--max-tokens", metavar="N", help="cap what the model writes in one round"),
+    Flag(name="--max-rounds", metavar="N", help="cap the rounds of tool calls (default 8)"),
+    Flag(name="--no-wrap-up", help="do not ask for the answer so far after --max-rounds"),
+    Flag(name="--system", metavar="TEXT", help="a system prompt, sent after sandbx's own lines"),
+    Flag(name="--show-thinking", help="print a summary of the model's reasoning on stderr"),
+)
+
+
+@value
+class AgentOptions:
+    approve: ApproveWhen
+    approved_tools: frozenset[str]
+    model: str
+    max_tokens: int
+    max_rounds: int
+    wrap_up: bool
+    system: str
+    show_thinking: bool
+
+
+def main(argv: list[str]) -> int:
+    parsed = parse(PROG, SUMMARY, (*GRANT_FLAGS, *AGENT_FLAGS), argv)
+    check(
+        bool(parsed.rest),
+        PROG,
+        "no question to ask",
+        'put it after --, as in `sandbx agent-run -- "what does this project do?"`',
+    )
+    options = options_from(parsed)
+    if "ANTHROPIC_API_KEY" in parsed.all("--allow-env"):
+        raise UsageError(
+            "--allow-env ANTHROPIC_API_KEY refused: sandbx makes the model call itself",
+            "leave it out; a command never needs the key",
+        )
+    environ = launch_environment()
+    cwd = current_directory()
+    policy = derive_policy(
+        grant_flags_from(parsed, PROG),
+        Command(argv=("/bin/sh",)),
+        working_directory=cwd,
+        environ=environ,
+    )
+    endpoint = endpoint_from(environ)
+    terminal = Terminal.open() if options.approve is ApproveWhen.CALL else None
+    tools = ToolBox.start(
+        policy, working_directory=cwd, sink=audit.StderrSink(), session=lambda: audit.NO_SESSION
+    )
+    say = _line_writer(terminal)
+    try:
+        write_text(2, f"sandbx: approved tools: {', '.join(sorted(options.approved_tools))}\n")
+        turn = _turn(
+            options=options,
+            policy=policy,
+            cwd=cwd,
+            endpoint=endpoint,
+            tools=tools,
+            terminal=terminal,
+            say=say,
+        )
+        try:
+            result = turn.run((), " ".join(parsed.rest))
+        except ProviderError as exc:
+            raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
+    finally:
+        tools.close()
+    write_text(1, "\n")
+    if result.note:
+        say(result.note)
+    return result.end.value
+
+
+def options_from(parsed: Parsed) -> AgentOptions:
+    approve = parsed.one("--approve") or "run"
+    check(
+        approve in ("run", "call"),
+        PROG,
+        f"--approve {approve!r} is neither run nor call",
+        "pass --approve run or --approve call",
+    )
+    named = parsed.values.get("--allow-tool", [])
+    approved = (
+        frozenset(TOOL_NAMES)
+        if None in named
+        else READ_ONLY_TOOLS | set(parsed.all("--allow-tool"))
+    )
+    return AgentOptions(
+        approve=ApproveWhen(approve),
+        approved_tools=approved,
+        model=parsed.one("--model") or DEFAULT_MODEL,
+        max_tokens=_positive(parsed, "--max-tokens", DEFAULT_MAX_TOKENS),
+        max_rounds=_positive(parsed, "--max-rounds", DEFAULT_MAX_ROUNDS),
+        wrap_up=not parsed.given("--no-wrap-up"),
+        system=parsed.one("--system") or "",
+        show_thinking=parsed.given("--show-thinking"),
+    )
+
+
+def _turn(
+    *,
+    options: AgentOptions,
+    policy: Policy,
+    cwd: str,
+    endpoint: Endpoint,
+    tools: ToolBox,
+    terminal: Terminal | None,
+    say: Callable[[str], None],
+) -> Turn:
+    # Imported only now: the SDK takes a second to load, and the worker and the
+    # spawner were forked while the process was still small.
+    from sandbx.providers._anthropic import AnthropicProvider
+
+    return Turn(
+        provider=AnthropicProvider(endpoint),
+        tools=tools,
+        gate=Gate(approved=options.approved_tools, when=options.approve, terminal=terminal),
+        sink=Sink(
+            answer=lambda text: _write(1, text),
+            reasoning=(lambda text: _write(2, shown_safely(text, len(text))))
+            if options.show_thinking
+            else None,
+            line=say,
+        ),
+        settings=TurnSettings(
+            model=options.model,
+            max_tokens=options.max_tokens,
+            max_rounds=options.max_rounds,
+            wrap_up=options.wrap_up,
+            system=system_prompt(
+                approved=options.approved_tools,
+                readable=[grant.path for grant in policy.grants],
+                writable=[grant.path for grant in policy.grants if grant.access is Access.WRITE],
+                working_directory=cwd,
+                network=policy.network.kind.value,
+                extra=options.system,
+            ),
+            tools=tuple(
+                {
+                    "name": spec.name,
+                    "description": spec.description,
+                    "input_schema": spec.input_schema,
+                }
+                for spec in SPECS
+            ),
+            thinking={"type": "adaptive", "display": "summarized"}
+            if options.show_thinking
+            else None,
+        ),
+    )
+
+
+def _positive(parsed: Parsed, flag: str, default: int) -> int:
+    text = parsed.one(flag)
+    if text is None:
+        return default
+    check(
+        text.isascii() and text.isdigit() and int(text) > 0,
+        PROG,
+        f"{flag} {text!r} is not a whole number above zero",
+        f"pass {flag} N with N at least 1",
+    )
+    return int(text)
+
+
+def _write(fd: int, text: str) -> None:
+    write_text(fd, text)
+
+
+def _line_writer(terminal: Terminal | None) -> Callable[[str], None]:
+    """Per-call lines go to stderr, or to the terminal that is asked on under --approve call."""
+
+    def write(line: str) -> None:
+        text = f"sandbx: {shown_safely(line, 2000)}\n"
+        if terminal is not None:
+            terminal.say(text)
+        else:
+            write_text(2, text)
+
+    return write
