@@ -81,6 +81,10 @@ class Turn:
         self._answered_any = False
         self._last_character = "\n"
 
+    @property
+    def answer_ends_a_line(self) -> bool:
+        return self._last_character == "\n"
+
     def run(self, history: tuple[Message, ...], prompt: str) -> TurnResult:
         messages: list[Message] = [*history, {"role": "user", "content": prompt}]
         rounds = 0

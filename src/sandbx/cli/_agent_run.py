@@ -119,7 +119,8 @@ def main(argv: list[str]) -> int:
             raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
     finally:
         tools.close()
-    write_text(1, "\n")
+    if not turn.answer_ends_a_line:
+        write_text(1, "\n")
     if result.note:
         say(result.note)
     return result.end.value
