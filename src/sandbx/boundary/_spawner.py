@@ -14,7 +14,7 @@ import os
 import signal
 import threading
 
-from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._frames import ChannelClosed, close_all_but, receive_frame, send_frame
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
 from sandbx.boundary._spawn import INTERRUPTING_SIGNALS, Capture, run_sandboxed
 from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, prctl
@@ -42,8 +42,7 @@ class Spawner:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            os.close(request_write)
-            os.close(response_read)
+            close_all_but(request_read, response_write)
             _serve(policy, request_read, response_write, parent)
         os.close(request_read)
         os.close(response_write)

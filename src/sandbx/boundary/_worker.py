@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from sandbx.boundary import _landlock, _seccomp
-from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._frames import ChannelClosed, close_all_but, receive_frame, send_frame
 from sandbx.boundary._outcome import StageFailure
 from sandbx.boundary._pinned import open_pinned
 from sandbx.boundary._spawn import INTERRUPTING_SIGNALS
@@ -50,8 +50,7 @@ class FileWorker:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            os.close(request_write)
-            os.close(response_read)
+            close_all_but(request_read, response_write)
             _serve(policy, handler, request_read, response_write, parent)
         os.close(request_read)
         os.close(response_write)
