@@ -5,11 +5,20 @@ It sees a ``Provider`` (never an SDK) and a ``ToolBox`` (never a process).
 
 from sandbx.agent._gate import ApproveWhen, Gate, NoTerminal, Terminal, TerminalGone
 from sandbx.agent._system_prompt import system_prompt
-from sandbx.agent._turn import Sink, Turn, TurnEnd, TurnResult, TurnSettings
+from sandbx.agent._turn import (
+    History,
+    Sink,
+    Turn,
+    TurnEnd,
+    TurnResult,
+    TurnSettings,
+    merged_messages,
+)
 
 __all__ = [
     "ApproveWhen",
     "Gate",
+    "History",
     "NoTerminal",
     "Sink",
     "Terminal",
@@ -18,5 +27,6 @@ __all__ = [
     "TurnEnd",
     "TurnResult",
     "TurnSettings",
+    "merged_messages",
     "system_prompt",
 ]

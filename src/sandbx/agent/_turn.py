@@ -47,11 +47,23 @@ class TurnSettings:
 
 
 @value
+class History:
+    """The earlier turns of a ``--session`` conversation, as stored."""
+
+    turns: tuple[tuple[Message, ...], ...] = ()
+    last_input_tokens: int = 0
+
+
+@value
 class TurnResult:
     end: TurnEnd
     messages: tuple[Message, ...]
     rounds: int
     note: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    last_input_tokens: int = 0
+    withheld_turns: int = 0
 
 
 class Sink:
@@ -71,49 +83,77 @@ class Sink:
 
 class Turn:
     def __init__(
-        self, *, provider: Provider, tools: ToolBox, gate: Gate, sink: Sink, settings: TurnSettings
+        self,
+        *,
+        provider: Provider,
+        tools: ToolBox,
+        gate: Gate,
+        sink: Sink,
+        settings: TurnSettings,
+        on_round: Callable[[list[Message]], None] | None = None,
+        compact_at: int | None = None,
     ) -> None:
         self._provider = provider
         self._tools = tools
         self._gate = gate
         self._sink = sink
         self._settings = settings
+        self._on_round = on_round
+        self._compact_at = compact_at
         self._answered_any = False
         self._last_character = "\n"
+        self._history: tuple[tuple[Message, ...], ...] = ()
+        self._withheld = 0
+        self._last_input = 0
+        self._input_tokens = 0
+        self._output_tokens = 0
 
     @property
     def answer_ends_a_line(self) -> bool:
         return self._last_character == "\n"
 
-    def run(self, history: tuple[Message, ...], prompt: str) -> TurnResult:
-        messages: list[Message] = [*history, {"role": "user", "content": prompt}]
+    def run(self, history: History, prompt: str) -> TurnResult:
+        """Answer ``prompt``; each finished round is handed to ``on_round`` as it ends."""
+        self._history = history.turns
+        self._last_input = history.last_input_tokens
+        messages: list[Message] = []
+        uncommitted: list[Message] = [{"role": "user", "content": prompt}]
         rounds = 0
         while True:
-            reply = self._ask(messages, tool_choice=None)
-            messages.append(reply.as_message())
+            reply = self._ask([*messages, *uncommitted], tool_choice=None)
             if reply.stop_reason == "max_tokens":
-                return self._bound(
-                    messages,
-                    rounds,
-                    f"the answer was cut at --max-tokens {self._settings.max_tokens}",
-                )
+                self._commit(messages, uncommitted, [_without_tool_uses(reply.as_message())])
+                return self._result(TurnEnd.BOUND, messages, rounds, self._max_tokens_note())
             calls = reply.tool_uses()
             if not calls:
-                return TurnResult(end=TurnEnd.ANSWERED, messages=tuple(messages), rounds=rounds)
+                self._commit(messages, uncommitted, [reply.as_message()])
+                return self._result(TurnEnd.ANSWERED, messages, rounds)
             rounds += 1
             try:
                 results = [self._answer(call) for call in calls]
             except TerminalGone:
-                messages.append({"role": "user", "content": self._refused_all(calls)})
-                return TurnResult(
-                    end=TurnEnd.TERMINAL_GONE,
-                    messages=tuple(messages),
-                    rounds=rounds,
-                    note="the terminal went away; this call and the rest were refused",
+                # The round that was stopped is not kept: only finished rounds are.
+                return self._result(
+                    TurnEnd.TERMINAL_GONE,
+                    messages,
+                    rounds,
+                    "the terminal went away; this call and the rest were refused",
                 )
-            messages.append({"role": "user", "content": results})
+            uncommitted = self._commit(
+                messages, uncommitted, [reply.as_message(), {"role": "user", "content": results}]
+            )
             if rounds >= self._settings.max_rounds:
                 return self._out_of_rounds(messages, rounds)
+
+    def _commit(
+        self, messages: list[Message], uncommitted: list[Message], finished: list[Message]
+    ) -> list[Message]:
+        """A round is over: keep it, hand it to the store, start the next one empty."""
+        round_messages = [*uncommitted, *finished]
+        messages.extend(round_messages)
+        if self._on_round is not None:
+            self._on_round(round_messages)
+        return []
 
     def _out_of_rounds(self, messages: list[Message], rounds: int) -> TurnResult:
         note = f"the turn used its --max-rounds {self._settings.max_rounds}"
@@ -121,18 +161,47 @@ class Turn:
             if self._answered_any:
                 self._sink.answer("\n")
             reply = self._ask(messages, tool_choice={"type": "none"})
-            messages.append(reply.as_message())
-        return self._bound(messages, rounds, note)
+            self._commit(messages, [], [_without_tool_uses(reply.as_message())])
+        return self._result(TurnEnd.BOUND, messages, rounds, note)
 
-    def _bound(self, messages: list[Message], rounds: int, note: str) -> TurnResult:
-        return TurnResult(end=TurnEnd.BOUND, messages=tuple(messages), rounds=rounds, note=note)
+    def _max_tokens_note(self) -> str:
+        return f"the answer was cut at --max-tokens {self._settings.max_tokens}"
+
+    def _result(
+        self, end: TurnEnd, messages: list[Message], rounds: int, note: str = ""
+    ) -> TurnResult:
+        return TurnResult(
+            end=end,
+            messages=tuple(messages),
+            rounds=rounds,
+            note=note,
+            input_tokens=self._input_tokens,
+            output_tokens=self._output_tokens,
+            last_input_tokens=self._last_input,
+            withheld_turns=self._withheld,
+        )
+
+    def _request_messages(self, current: list[Message]) -> list[Message]:
+        if (
+            self._compact_at is not None
+            and self._last_input > self._compact_at
+            and self._withheld < len(self._history)
+        ):
+            # Whole turns only, so what is sent still opens with a user's own prompt.
+            self._withheld += 1
+            self._sink.line(
+                f"the last request took {self._last_input} tokens, past --compact-at "
+                f"{self._compact_at}: the oldest {self._withheld} turn(s) are no longer sent"
+            )
+        kept = [m for turn in self._history[self._withheld :] for m in turn]
+        return merged_messages([*kept, *current])
 
     def _ask(self, messages: list[Message], *, tool_choice: dict[str, object] | None) -> ModelReply:
         request = ModelRequest(
             model=self._settings.model,
             max_tokens=self._settings.max_tokens,
             system=self._settings.system,
-            messages=tuple(messages),
+            messages=tuple(self._request_messages(messages)),
             tools=self._settings.tools,
             tool_choice=tool_choice,
             thinking=self._settings.thinking,
@@ -142,6 +211,9 @@ class Turn:
             self._sink.answer("\n")
             self._last_character = "\n"
         reply = self._provider.stream(request, self._on_event)
+        self._last_input = reply.usage.input_tokens
+        self._input_tokens += reply.usage.input_tokens
+        self._output_tokens += reply.usage.output_tokens
         if any(block.get("type") == "text" for block in reply.content):
             self._answered_any = True
         return reply
@@ -180,14 +252,32 @@ class Turn:
             "is_error": outcome.is_error,
         }
 
-    @staticmethod
-    def _refused_all(calls: tuple[dict[str, object], ...]) -> list[dict[str, object]]:
-        return [
-            {
-                "type": "tool_result",
-                "tool_use_id": call.get("id"),
-                "content": "refused: the terminal asked on went away",
-                "is_error": True,
+
+def merged_messages(messages: list[Message]) -> list[Message]:
+    """Adjacent user messages become one: a turn that ended on tool results is followed by
+    the next prompt, and the API wants roles to alternate."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and merged[-1].get("role") == "user" and message.get("role") == "user":
+            merged[-1] = {
+                "role": "user",
+                "content": [*_blocks(merged[-1]), *_blocks(message)],
             }
-            for call in calls
-        ]
+        else:
+            merged.append(message)
+    return merged
+
+
+def _blocks(message: Message) -> list[object]:
+    content = message.get("content")
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": str(content)}]
+
+
+def _without_tool_uses(message: Message) -> Message:
+    """A cut or wrap-up reply is stored without tool calls nobody will answer."""
+    content = [
+        b for b in _blocks(message) if not (isinstance(b, dict) and b.get("type") == "tool_use")
+    ]
+    return {"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]}

@@ -23,6 +23,8 @@ __all__ = ["entry", "main"]
 _SUBCOMMANDS = {
     "sandbox-run": "sandbx.cli._sandbox_run",
     "agent-run": "sandbx.cli._agent_run",
+    "auth": "sandbx.cli._auth",
+    "sessions": "sandbx.cli._sessions",
     "hash": "sandbx.cli._hash",
     "doctor": "sandbx.cli._doctor",
 }
@@ -33,6 +35,8 @@ usage: sandbx [--debug] SUBCOMMAND [ARGS…]
 subcommands:
   sandbox-run [FLAGS] -- CMD ARGS…   run one command inside the boundary
   agent-run [FLAGS] -- "PROMPT"      ask one question; a model answers with tools
+  auth login|status|logout           store, check or remove the Anthropic API key
+  sessions [show ID]                 list stored sessions, or print one
   hash PATH                          print PATH's SHA-256 for --pin-sha256
   doctor                             say what this host can enforce
 

@@ -16,6 +16,7 @@ from sandbx._value import value
 from sandbx.agent import (
     ApproveWhen,
     Gate,
+    History,
     Sink,
     Terminal,
     Turn,
@@ -23,9 +24,11 @@ from sandbx.agent import (
     system_prompt,
 )
 from sandbx.agent._display import shown_safely
+from sandbx.cli._agent_session import AgentSession, looks_like_session_id
 from sandbx.cli._flags import Flag, Parsed, check, parse
 from sandbx.cli._sandbox_run import GRANT_FLAGS, grant_flags_from, launch_environment
 from sandbx.cli._sandbox_run import working_directory as current_directory
+from sandbx.credentials import find_key
 from sandbx.errors import HostError, UsageError
 from sandbx.policy import Access, Command, Policy, derive_policy
 from sandbx.providers import Endpoint, ProviderError, endpoint_from
@@ -59,6 +62,17 @@ AGENT_FLAGS = (
     Flag(name="--no-wrap-up", help="do not ask for the answer so far after --max-rounds"),
     Flag(name="--system", metavar="TEXT", help="a system prompt, sent after sandbx's own lines"),
     Flag(name="--show-thinking", help="print a summary of the model's reasoning on stderr"),
+    Flag(
+        name="--session",
+        metavar="ID",
+        takes_next_as_value=looks_like_session_id,
+        help="keep the conversation; alone, start one and print its id; with ID, resume it",
+    ),
+    Flag(
+        name="--compact-at",
+        metavar="TOKENS",
+        help="with --session: stop sending the oldest turns once a request passes TOKENS",
+    ),
 )
 
 
@@ -72,6 +86,9 @@ class AgentOptions:
     wrap_up: bool
     system: str
     show_thinking: bool
+    session: bool
+    session_id: str | None
+    compact_at: int | None
 
 
 def main(argv: list[str]) -> int:
@@ -96,10 +113,17 @@ def main(argv: list[str]) -> int:
         working_directory=cwd,
         environ=environ,
     )
-    endpoint = endpoint_from(environ)
+    found = find_key(environ)
+    endpoint = endpoint_from(environ, None if found is None else found.key)
     terminal = Terminal.open() if options.approve is ApproveWhen.CALL else None
+    session = (
+        AgentSession.open(options.session_id, model=options.model, environ=environ)
+        if options.session
+        else None
+    )
+    session_name = audit.NO_SESSION if session is None else session.session_id
     tools = ToolBox.start(
-        policy, working_directory=cwd, sink=audit.StderrSink(), session=lambda: audit.NO_SESSION
+        policy, working_directory=cwd, sink=audit.StderrSink(), session=lambda: session_name
     )
     say = _line_writer(terminal)
     try:
@@ -112,13 +136,20 @@ def main(argv: list[str]) -> int:
             tools=tools,
             terminal=terminal,
             say=say,
+            session=session,
+            compact_at=options.compact_at,
         )
+        history = History() if session is None else session.history
         try:
-            result = turn.run((), " ".join(parsed.rest))
+            result = turn.run(history, " ".join(parsed.rest))
         except ProviderError as exc:
             raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
+        if session is not None:
+            session.finish(result)
     finally:
         tools.close()
+        if session is not None:
+            session.close()
     if not turn.answer_ends_a_line:
         write_text(1, "\n")
     if result.note:
@@ -149,7 +180,22 @@ def options_from(parsed: Parsed) -> AgentOptions:
         wrap_up=not parsed.given("--no-wrap-up"),
         system=parsed.one("--system") or "",
         show_thinking=parsed.given("--show-thinking"),
+        session=parsed.given("--session"),
+        session_id=parsed.one("--session"),
+        compact_at=_compact_at(parsed),
     )
+
+
+def _compact_at(parsed: Parsed) -> int | None:
+    if not parsed.given("--compact-at"):
+        return None
+    check(
+        parsed.given("--session"),
+        PROG,
+        "--compact-at needs --session: without one there are no earlier turns to leave out",
+        "add --session, or leave out --compact-at",
+    )
+    return _positive(parsed, "--compact-at", 0)
 
 
 def _turn(
@@ -161,6 +207,8 @@ def _turn(
     tools: ToolBox,
     terminal: Terminal | None,
     say: Callable[[str], None],
+    session: AgentSession | None,
+    compact_at: int | None,
 ) -> Turn:
     # Imported only now: the SDK takes a second to load, and the worker and the
     # spawner were forked while the process was still small.
@@ -202,6 +250,8 @@ def _turn(
             if options.show_thinking
             else None,
         ),
+        on_round=None if session is None else session.keep_round,
+        compact_at=compact_at,
     )
 
 

@@ -41,8 +41,8 @@ class Endpoint:
         return f"Endpoint(base_url={self.base_url!r}, api_key=<hidden>)"
 
 
-def endpoint_from(environ: Mapping[str, str]) -> Endpoint:
-    key = environ.get("ANTHROPIC_API_KEY", "").strip()
+def endpoint_from(environ: Mapping[str, str], key: str | None) -> Endpoint:
+    """``key`` as the key store found it (environment first, then the file); None: there is none."""
     if not key:
         raise MissingKey
     return Endpoint(base_url=vet_base_url(environ.get("ANTHROPIC_BASE_URL", "")), api_key=key)
