@@ -14,6 +14,7 @@ import enum
 import json
 import os
 import termios
+from typing import Protocol
 
 from sandbx._value import value
 from sandbx.agent._display import shown_safely
@@ -88,9 +89,15 @@ class Terminal:
             raise TerminalGone(str(exc)) from exc
 
 
+class Asker(Protocol):
+    """Where a person is asked: the terminal under agent-run, rows on the screen under tui."""
+
+    def ask_key(self, question: str, keys: str) -> str: ...
+
+
 class Gate:
     def __init__(
-        self, *, approved: frozenset[str], when: ApproveWhen, terminal: Terminal | None
+        self, *, approved: frozenset[str], when: ApproveWhen, terminal: Asker | None
     ) -> None:
         self.approved = approved
         self._when = when

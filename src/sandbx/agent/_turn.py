@@ -10,6 +10,7 @@ unchanged within the turn and never kept beyond it.
 from __future__ import annotations
 
 import enum
+import threading
 from collections.abc import Callable
 
 from sandbx._value import value
@@ -28,11 +29,27 @@ from sandbx.tools import ToolBox, ToolOutcome
 
 
 class TurnEnd(enum.Enum):
-    """How a turn ended; each maps to agent-run's exit code."""
+    """How a turn ended."""
 
-    ANSWERED = 0
-    BOUND = 2
-    TERMINAL_GONE = 3
+    ANSWERED = "answered"
+    BOUND = "bound"
+    INTERRUPTED = "interrupted"
+    TERMINAL_GONE = "terminal_gone"
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code: 0, 2 for a bound or an interrupt, 3 for a lost terminal."""
+        match self:
+            case TurnEnd.ANSWERED:
+                return 0
+            case TurnEnd.BOUND | TurnEnd.INTERRUPTED:
+                return 2
+            case TurnEnd.TERMINAL_GONE:
+                return 3
+
+
+class TurnInterrupted(Exception):
+    """The person ended the turn (ctrl-c or escape): the round in flight is dropped."""
 
 
 @value
@@ -92,6 +109,7 @@ class Turn:
         settings: TurnSettings,
         on_round: Callable[[list[Message]], None] | None = None,
         compact_at: int | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         self._provider = provider
         self._tools = tools
@@ -100,6 +118,7 @@ class Turn:
         self._settings = settings
         self._on_round = on_round
         self._compact_at = compact_at
+        self._stop = stop
         self._answered_any = False
         self._last_character = "\n"
         self._history: tuple[tuple[Message, ...], ...] = ()
@@ -120,7 +139,12 @@ class Turn:
         uncommitted: list[Message] = [{"role": "user", "content": prompt}]
         rounds = 0
         while True:
-            reply = self._ask([*messages, *uncommitted], tool_choice=None)
+            try:
+                reply = self._ask([*messages, *uncommitted], tool_choice=None)
+            except TurnInterrupted:
+                return self._result(
+                    TurnEnd.INTERRUPTED, messages, rounds, "the turn was interrupted"
+                )
             if reply.stop_reason == "max_tokens":
                 self._commit(messages, uncommitted, [_without_tool_uses(reply.as_message())])
                 return self._result(TurnEnd.BOUND, messages, rounds, self._max_tokens_note())
@@ -131,6 +155,11 @@ class Turn:
             rounds += 1
             try:
                 results = [self._answer(call) for call in calls]
+                self._check_stop()
+            except TurnInterrupted:
+                return self._result(
+                    TurnEnd.INTERRUPTED, messages, rounds, "the turn was interrupted"
+                )
             except TerminalGone:
                 # The round that was stopped is not kept: only finished rounds are.
                 return self._result(
@@ -160,7 +189,12 @@ class Turn:
         if self._settings.wrap_up:
             if self._answered_any:
                 self._sink.answer("\n")
-            reply = self._ask(messages, tool_choice={"type": "none"})
+            try:
+                reply = self._ask(messages, tool_choice={"type": "none"})
+            except TurnInterrupted:
+                return self._result(
+                    TurnEnd.INTERRUPTED, messages, rounds, "the turn was interrupted"
+                )
             self._commit(messages, [], [_without_tool_uses(reply.as_message())])
         return self._result(TurnEnd.BOUND, messages, rounds, note)
 
@@ -218,7 +252,13 @@ class Turn:
             self._answered_any = True
         return reply
 
+    def _check_stop(self) -> None:
+        if self._stop is not None and self._stop.is_set():
+            raise TurnInterrupted
+
     def _on_event(self, event: StreamEvent) -> None:
+        # Raising here ends the stream in flight: its round is never kept.
+        self._check_stop()
         match event:
             case TextDelta(text=text):
                 if text:
@@ -231,6 +271,7 @@ class Turn:
                 self._sink.line(f"the model's API failed ({what}); asking again in {delay:.1f} s")
 
     def _answer(self, call: dict[str, object]) -> dict[str, object]:
+        self._check_stop()
         name = str(call.get("name", ""))
         raw = call.get("input")
         arguments = raw if isinstance(raw, dict) else {}

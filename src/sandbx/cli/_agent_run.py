@@ -154,7 +154,7 @@ def main(argv: list[str]) -> int:
         write_text(1, "\n")
     if result.note:
         say(result.note)
-    return result.end.value
+    return result.end.exit_code
 
 
 def options_from(parsed: Parsed) -> AgentOptions:

@@ -19,6 +19,7 @@ _OUTCOMES = {
     TurnEnd.ANSWERED: "answered",
     TurnEnd.BOUND: "bound",
     TurnEnd.TERMINAL_GONE: "terminal_gone",
+    TurnEnd.INTERRUPTED: "interrupted",
 }
 
 
