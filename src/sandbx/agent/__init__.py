@@ -3,7 +3,7 @@
 It sees a ``Provider`` (never an SDK) and a ``ToolBox`` (never a process).
 """
 
-from sandbx.agent._gate import ApproveWhen, Gate, NoTerminal, Terminal, TerminalGone
+from sandbx.agent._gate import ApproveWhen, Asker, Gate, NoTerminal, Terminal, TerminalGone
 from sandbx.agent._system_prompt import system_prompt
 from sandbx.agent._turn import (
     History,
@@ -18,6 +18,7 @@ from sandbx.agent._turn import (
 
 __all__ = [
     "ApproveWhen",
+    "Asker",
     "Gate",
     "History",
     "NoTerminal",

@@ -8,6 +8,7 @@ runs one turn against the model. Exit: 0 answered, 2 a bound cut it short,
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from sandbx import audit
@@ -15,11 +16,13 @@ from sandbx._fdio import write_text
 from sandbx._value import value
 from sandbx.agent import (
     ApproveWhen,
+    Asker,
     Gate,
     History,
     Sink,
     Terminal,
     Turn,
+    TurnResult,
     TurnSettings,
     system_prompt,
 )
@@ -91,13 +94,30 @@ class AgentOptions:
     compact_at: int | None
 
 
-def main(argv: list[str]) -> int:
-    parsed = parse(PROG, SUMMARY, (*GRANT_FLAGS, *AGENT_FLAGS), argv)
+@value
+class Prepared:
+    """Everything a turn needs that is settled before any process is forked."""
+
+    prompt: str
+    options: AgentOptions
+    policy: Policy
+    working_directory: str
+    endpoint: Endpoint
+    session: AgentSession | None
+
+    @property
+    def session_name(self) -> str:
+        return audit.NO_SESSION if self.session is None else self.session.session_id
+
+
+def prepare(argv: list[str], prog: str = PROG) -> Prepared:
+    """Parse, vet and derive: the same policy and refusals as sandbox-run, then the key."""
+    parsed = parse(prog, SUMMARY, (*GRANT_FLAGS, *AGENT_FLAGS), argv)
     check(
         bool(parsed.rest),
-        PROG,
+        prog,
         "no question to ask",
-        'put it after --, as in `sandbx agent-run -- "what does this project do?"`',
+        f'put it after --, as in `{prog} -- "what does this project do?"`',
     )
     options = options_from(parsed)
     if "ANTHROPIC_API_KEY" in parsed.all("--allow-env"):
@@ -108,53 +128,80 @@ def main(argv: list[str]) -> int:
     environ = launch_environment()
     cwd = current_directory()
     policy = derive_policy(
-        grant_flags_from(parsed, PROG),
+        grant_flags_from(parsed, prog),
         Command(argv=("/bin/sh",)),
         working_directory=cwd,
         environ=environ,
     )
     found = find_key(environ)
     endpoint = endpoint_from(environ, None if found is None else found.key)
-    terminal = Terminal.open() if options.approve is ApproveWhen.CALL else None
     session = (
         AgentSession.open(options.session_id, model=options.model, environ=environ)
         if options.session
         else None
     )
-    session_name = audit.NO_SESSION if session is None else session.session_id
-    tools = ToolBox.start(
-        policy, working_directory=cwd, sink=audit.StderrSink(), session=lambda: session_name
+    return Prepared(
+        prompt=" ".join(parsed.rest),
+        options=options,
+        policy=policy,
+        working_directory=cwd,
+        endpoint=endpoint,
+        session=session,
     )
+
+
+def start_tools(prepared: Prepared, sink: audit.StderrSink) -> ToolBox:
+    """Fork the worker and the spawner: call before any thread exists."""
+    name = prepared.session_name
+    return ToolBox.start(
+        prepared.policy,
+        working_directory=prepared.working_directory,
+        sink=sink,
+        session=lambda: name,
+    )
+
+
+def main(argv: list[str]) -> int:
+    prepared = prepare(argv)
+    terminal = Terminal.open() if prepared.options.approve is ApproveWhen.CALL else None
+    tools = start_tools(prepared, audit.StderrSink())
     say = _line_writer(terminal)
     try:
-        write_text(2, f"sandbx: approved tools: {', '.join(sorted(options.approved_tools))}\n")
-        turn = _turn(
-            options=options,
-            policy=policy,
-            cwd=cwd,
-            endpoint=endpoint,
+        approved = ", ".join(sorted(prepared.options.approved_tools))
+        write_text(2, f"sandbx: approved tools: {approved}\n")
+        turn = build_turn(
+            prepared,
             tools=tools,
-            terminal=terminal,
-            say=say,
-            session=session,
-            compact_at=options.compact_at,
+            sink=Sink(
+                answer=lambda text: _write(1, text),
+                reasoning=(lambda text: _write(2, shown_safely(text, len(text))))
+                if prepared.options.show_thinking
+                else None,
+                line=say,
+            ),
+            asker=terminal,
         )
-        history = History() if session is None else session.history
-        try:
-            result = turn.run(history, " ".join(parsed.rest))
-        except ProviderError as exc:
-            raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
-        if session is not None:
-            session.finish(result)
+        result = run_turn(prepared, turn)
     finally:
         tools.close()
-        if session is not None:
-            session.close()
+        if prepared.session is not None:
+            prepared.session.close()
     if not turn.answer_ends_a_line:
         write_text(1, "\n")
     if result.note:
         say(result.note)
     return result.end.exit_code
+
+
+def run_turn(prepared: Prepared, turn: Turn) -> TurnResult:
+    history = History() if prepared.session is None else prepared.session.history
+    try:
+        result = turn.run(history, prepared.prompt)
+    except ProviderError as exc:
+        raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
+    if prepared.session is not None:
+        prepared.session.finish(result)
+    return result
 
 
 def options_from(parsed: Parsed) -> AgentOptions:
@@ -198,33 +245,25 @@ def _compact_at(parsed: Parsed) -> int | None:
     return _positive(parsed, "--compact-at", 0)
 
 
-def _turn(
+def build_turn(
+    prepared: Prepared,
     *,
-    options: AgentOptions,
-    policy: Policy,
-    cwd: str,
-    endpoint: Endpoint,
     tools: ToolBox,
-    terminal: Terminal | None,
-    say: Callable[[str], None],
-    session: AgentSession | None,
-    compact_at: int | None,
+    sink: Sink,
+    asker: Asker | None,
+    stop: threading.Event | None = None,
 ) -> Turn:
     # Imported only now: the SDK takes a second to load, and the worker and the
     # spawner were forked while the process was still small.
     from sandbx.providers._anthropic import AnthropicProvider
 
+    options = prepared.options
+    policy = prepared.policy
     return Turn(
-        provider=AnthropicProvider(endpoint),
+        provider=AnthropicProvider(prepared.endpoint),
         tools=tools,
-        gate=Gate(approved=options.approved_tools, when=options.approve, terminal=terminal),
-        sink=Sink(
-            answer=lambda text: _write(1, text),
-            reasoning=(lambda text: _write(2, shown_safely(text, len(text))))
-            if options.show_thinking
-            else None,
-            line=say,
-        ),
+        gate=Gate(approved=options.approved_tools, when=options.approve, terminal=asker),
+        sink=sink,
         settings=TurnSettings(
             model=options.model,
             max_tokens=options.max_tokens,
@@ -234,7 +273,7 @@ def _turn(
                 approved=options.approved_tools,
                 readable=[grant.path for grant in policy.grants],
                 writable=[grant.path for grant in policy.grants if grant.access is Access.WRITE],
-                working_directory=cwd,
+                working_directory=prepared.working_directory,
                 network=policy.network.kind.value,
                 extra=options.system,
             ),
@@ -250,8 +289,9 @@ def _turn(
             if options.show_thinking
             else None,
         ),
-        on_round=None if session is None else session.keep_round,
-        compact_at=compact_at,
+        on_round=None if prepared.session is None else prepared.session.keep_round,
+        compact_at=options.compact_at,
+        stop=stop,
     )
 
 
