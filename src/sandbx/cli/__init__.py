@@ -23,6 +23,7 @@ __all__ = ["entry", "main"]
 _SUBCOMMANDS = {
     "sandbox-run": "sandbx.cli._sandbox_run",
     "agent-run": "sandbx.cli._agent_run",
+    "tui": "sandbx.cli._tui",
     "auth": "sandbx.cli._auth",
     "sessions": "sandbx.cli._sessions",
     "hash": "sandbx.cli._hash",
@@ -35,6 +36,7 @@ usage: sandbx [--debug] SUBCOMMAND [ARGS…]
 subcommands:
   sandbox-run [FLAGS] -- CMD ARGS…   run one command inside the boundary
   agent-run [FLAGS] -- "PROMPT"      ask one question; a model answers with tools
+  tui [FLAGS] -- "PROMPT"            the same turn, on a screen you can watch and stop
   auth login|status|logout           store, check or remove the Anthropic API key
   sessions [show ID]                 list stored sessions, or print one
   hash PATH                          print PATH's SHA-256 for --pin-sha256
