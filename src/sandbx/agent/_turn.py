@@ -92,10 +92,13 @@ class Sink:
         answer: Callable[[str], None],
         reasoning: Callable[[str], None] | None,
         line: Callable[[str], None],
+        progress: Callable[[int, int, int], None] | None = None,
     ) -> None:
         self.answer = answer
         self.reasoning = reasoning
         self.line = line
+        # (requests sent, input tokens, output tokens) after each reply, for a status line.
+        self.progress = progress
 
 
 class Turn:
@@ -126,6 +129,7 @@ class Turn:
         self._last_input = 0
         self._input_tokens = 0
         self._output_tokens = 0
+        self._requests = 0
 
     @property
     def answer_ends_a_line(self) -> bool:
@@ -248,6 +252,9 @@ class Turn:
         self._last_input = reply.usage.input_tokens
         self._input_tokens += reply.usage.input_tokens
         self._output_tokens += reply.usage.output_tokens
+        self._requests += 1
+        if self._sink.progress is not None:
+            self._sink.progress(self._requests, self._input_tokens, self._output_tokens)
         if any(block.get("type") == "text" for block in reply.content):
             self._answered_any = True
         return reply

@@ -108,6 +108,8 @@ class TurnScreen(App[TurnResult | None]):
         self._answer_widget: Static | None = None
         self._answer_text = ""
         self._rounds = 0
+        self._requests = 0
+        self._tokens = (0, 0)
         self._state = "running"
 
     def compose(self) -> ComposeResult:
@@ -144,11 +146,15 @@ class TurnScreen(App[TurnResult | None]):
             answer=lambda text: self.call_from_thread(self.add_answer, text),
             reasoning=lambda text: self.call_from_thread(self.add_reasoning, text),
             line=lambda text: self.call_from_thread(self.add_row, text),
+            progress=lambda requests, tokens_in, tokens_out: self.call_from_thread(
+                self.show_progress, requests, tokens_in, tokens_out
+            ),
         )
         result: TurnResult | None = None
         try:
             result = self._run_turn(sink, self.asker, self.stop)
         finally:
+            self._state = "done"
             self.call_from_thread(self.exit, result)
 
     def add_answer(self, text: str) -> None:
@@ -171,6 +177,11 @@ class TurnScreen(App[TurnResult | None]):
         self._answer_widget = None
         self._remember("row", text)
         self._add_static(f"{ROW_MARK} sandbx: {shown_safely(text, 2000)}", "row")
+        self.query_one("#status", Static).update(self._status_text())
+
+    def show_progress(self, requests: int, tokens_in: int, tokens_out: int) -> None:
+        self._requests = requests
+        self._tokens = (tokens_in, tokens_out)
         self.query_one("#status", Static).update(self._status_text())
 
     def show_question(self, question: str) -> None:
@@ -206,4 +217,8 @@ class TurnScreen(App[TurnResult | None]):
             self.lines.append(ScreenLine(kind=kind, text=text))
 
     def _status_text(self) -> Text:
-        return Text(f"{self._state} · tool calls {self._rounds} · ctrl-c or escape ends the turn")
+        tokens_in, tokens_out = self._tokens
+        return Text(
+            f"{self._state} · requests {self._requests} · tool calls {self._rounds} · "
+            f"tokens in {tokens_in} out {tokens_out} · ctrl-c or escape ends the turn"
+        )
