@@ -219,6 +219,6 @@ class TurnScreen(App[TurnResult | None]):
     def _status_text(self) -> Text:
         tokens_in, tokens_out = self._tokens
         return Text(
-            f"{self._state} · requests {self._requests} · tool calls {self._rounds} · "
+            f"{self._state} · rounds {self._requests} · tool calls {self._rounds} · "
             f"tokens in {tokens_in} out {tokens_out} · ctrl-c or escape ends the turn"
         )
