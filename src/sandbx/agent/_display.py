@@ -16,6 +16,11 @@ _BIDI_AND_INVISIBLE = frozenset(
 REPLACEMENT = "\ufffd"
 
 
+def shown_safely_lines(text: str) -> str:
+    """The same, line by line: newlines are kept, everything else is cleaned; nothing is cut."""
+    return "\n".join(shown_safely(line, len(line)) for line in text.split("\n"))
+
+
 def shown_safely(text: str, limit: int = 512) -> str:
     cleaned = "".join(
         REPLACEMENT

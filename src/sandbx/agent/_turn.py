@@ -130,6 +130,7 @@ class Turn:
         self._input_tokens = 0
         self._output_tokens = 0
         self._requests = 0
+        self._reasoning_pending = ""
 
     @property
     def answer_ends_a_line(self) -> bool:
@@ -248,7 +249,10 @@ class Turn:
             # A new round's text begins on a line of its own.
             self._sink.answer("\n")
             self._last_character = "\n"
-        reply = self._provider.stream(request, self._on_event)
+        try:
+            reply = self._provider.stream(request, self._on_event)
+        finally:
+            self._finish_reasoning()
         self._last_input = reply.usage.input_tokens
         self._input_tokens += reply.usage.input_tokens
         self._output_tokens += reply.usage.output_tokens
@@ -258,6 +262,22 @@ class Turn:
         if any(block.get("type") == "text" for block in reply.content):
             self._answered_any = True
         return reply
+
+    def _reason(self, text: str) -> None:
+        """Reasoning goes out a whole line at a time, so an audit record written on the same
+        stream never lands in the middle of one."""
+        if self._sink.reasoning is None:
+            return
+        self._reasoning_pending += text
+        complete, newline, rest = self._reasoning_pending.rpartition("\n")
+        if newline:
+            self._sink.reasoning(complete + "\n")
+            self._reasoning_pending = rest
+
+    def _finish_reasoning(self) -> None:
+        if self._sink.reasoning is not None and self._reasoning_pending:
+            self._sink.reasoning(self._reasoning_pending + "\n")
+        self._reasoning_pending = ""
 
     def _check_stop(self) -> None:
         if self._stop is not None and self._stop.is_set():
@@ -272,8 +292,7 @@ class Turn:
                     self._sink.answer(text)
                     self._last_character = text[-1]
             case ThinkingDelta(text=text):
-                if self._sink.reasoning is not None:
-                    self._sink.reasoning(text)
+                self._reason(text)
             case Retrying(what=what, delay_seconds=delay):
                 self._sink.line(f"the model's API failed ({what}); asking again in {delay:.1f} s")
 

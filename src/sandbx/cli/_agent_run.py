@@ -26,7 +26,7 @@ from sandbx.agent import (
     TurnSettings,
     system_prompt,
 )
-from sandbx.agent._display import shown_safely
+from sandbx.agent._display import shown_safely, shown_safely_lines
 from sandbx.cli._agent_session import AgentSession, looks_like_session_id
 from sandbx.cli._flags import Flag, Parsed, check, parse
 from sandbx.cli._sandbox_run import GRANT_FLAGS, grant_flags_from, launch_environment
@@ -174,7 +174,7 @@ def main(argv: list[str]) -> int:
             tools=tools,
             sink=Sink(
                 answer=lambda text: _write(1, text),
-                reasoning=(lambda text: _write(2, shown_safely(text, len(text))))
+                reasoning=(lambda text: _write(2, shown_safely_lines(text)))
                 if prepared.options.show_thinking
                 else None,
                 line=say,

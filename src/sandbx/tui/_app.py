@@ -24,7 +24,7 @@ from textual.widgets import Static
 
 from sandbx._value import value
 from sandbx.agent import Sink, TurnInterrupted, TurnResult
-from sandbx.agent._display import shown_safely
+from sandbx.agent._display import shown_safely, shown_safely_lines
 
 ROW_MARK = "▌"
 PROMPT_MARK = ">"
@@ -33,8 +33,7 @@ _LOOKALIKES = str.maketrans({"▌": "|", "▐": "|", "█": "#", "▍": "|", "�
 
 def model_text(text: str) -> str:
     """Model text as the screen shows it: no control characters, no look-alike of the row mark."""
-    kept_newlines = "\n".join(shown_safely(line, len(line)) for line in text.split("\n"))
-    return kept_newlines.translate(_LOOKALIKES)
+    return shown_safely_lines(text).translate(_LOOKALIKES)
 
 
 @value
