@@ -13,7 +13,6 @@ from sandbx.agent._turn import (
     TurnInterrupted,
     TurnResult,
     TurnSettings,
-    merged_messages,
 )
 
 __all__ = [
@@ -30,6 +29,5 @@ __all__ = [
     "TurnInterrupted",
     "TurnResult",
     "TurnSettings",
-    "merged_messages",
     "system_prompt",
 ]

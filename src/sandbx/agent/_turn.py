@@ -25,6 +25,7 @@ from sandbx.providers import (
     TextDelta,
     ThinkingDelta,
 )
+from sandbx.session import merged_messages
 from sandbx.tools import ToolBox, ToolOutcome
 
 
@@ -320,19 +321,12 @@ class Turn:
         }
 
 
-def merged_messages(messages: list[Message]) -> list[Message]:
-    """Adjacent user messages become one: a turn that ended on tool results is followed by
-    the next prompt, and the API wants roles to alternate."""
-    merged: list[Message] = []
-    for message in messages:
-        if merged and merged[-1].get("role") == "user" and message.get("role") == "user":
-            merged[-1] = {
-                "role": "user",
-                "content": [*_blocks(merged[-1]), *_blocks(message)],
-            }
-        else:
-            merged.append(message)
-    return merged
+def _without_tool_uses(message: Message) -> Message:
+    """A cut or wrap-up reply is stored without tool calls nobody will answer."""
+    content = [
+        b for b in _blocks(message) if not (isinstance(b, dict) and b.get("type") == "tool_use")
+    ]
+    return {"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]}
 
 
 def _blocks(message: Message) -> list[object]:
@@ -340,11 +334,3 @@ def _blocks(message: Message) -> list[object]:
     if isinstance(content, list):
         return list(content)
     return [{"type": "text", "text": str(content)}]
-
-
-def _without_tool_uses(message: Message) -> Message:
-    """A cut or wrap-up reply is stored without tool calls nobody will answer."""
-    content = [
-        b for b in _blocks(message) if not (isinstance(b, dict) and b.get("type") == "tool_use")
-    ]
-    return {"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]}

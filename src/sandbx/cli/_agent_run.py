@@ -27,7 +27,7 @@ from sandbx.agent import (
     system_prompt,
 )
 from sandbx.agent._display import shown_safely, shown_safely_lines
-from sandbx.cli._agent_session import AgentSession, looks_like_session_id
+from sandbx.cli._agent_session import AgentSession, is_session_argument
 from sandbx.cli._flags import Flag, Parsed, check, parse
 from sandbx.cli._sandbox_run import GRANT_FLAGS, grant_flags_from, launch_environment
 from sandbx.cli._sandbox_run import working_directory as current_directory
@@ -68,7 +68,7 @@ AGENT_FLAGS = (
     Flag(
         name="--session",
         metavar="ID",
-        takes_next_as_value=looks_like_session_id,
+        takes_next_as_value=is_session_argument,
         help="keep the conversation; alone, start one and print its id; with ID, resume it",
     ),
     Flag(

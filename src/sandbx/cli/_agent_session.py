@@ -23,8 +23,10 @@ _OUTCOMES = {
 }
 
 
-def looks_like_session_id(text: str) -> bool:
-    return len(text) == 8 and text.isascii() and text.isalnum() and text.islower() | text.isdigit()
+def is_session_argument(text: str) -> bool:
+    """Whatever follows ``--session`` but a flag (or ``--``) is meant as an id, and vetted as
+    one: a hostile id is refused, never mistaken for the start of the prompt."""
+    return not text.startswith("-")
 
 
 class NoSessionStore(SandbxError):

@@ -57,6 +57,8 @@ class Transcript:
     turns: tuple[tuple[Message, ...], ...]
     turn_records: tuple[TurnRecord, ...]
     notes: tuple[str, ...]
+    # Where a torn last line begins, if there is one: what reopening cuts off.
+    torn_tail_at: int | None = None
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -94,7 +96,7 @@ def list_sessions(directory: str) -> list[Transcript]:
         if not name.endswith(".jsonl") or len(session_id) != _ID_LENGTH:
             continue
         try:
-            path = _checked_path(directory, session_id)
+            path = _checked_path(directory, session_id, create_store=False)
             found.append((os.stat(path).st_mtime, read_transcript(path, session_id)))
         except (SessionRefused, OSError):
             continue
@@ -102,7 +104,7 @@ def list_sessions(directory: str) -> list[Transcript]:
 
 
 def open_transcript(directory: str, session_id: str) -> Transcript:
-    return read_transcript(_checked_path(directory, session_id), session_id)
+    return read_transcript(_checked_path(directory, session_id, create_store=False), session_id)
 
 
 class SessionFile:
@@ -139,6 +141,11 @@ class SessionFile:
         path = _checked_path(directory, session_id)
         transcript = read_transcript(path, session_id)
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if transcript.torn_tail_at is not None:
+            # The torn record was lost in the crash already; cutting it off, with
+            # the note the caller prints, keeps the next record on a line of its own.
+            os.ftruncate(fd, transcript.torn_tail_at)
+            os.fsync(fd)
         return cls(session_id, fd), transcript
 
     def append(self, record: dict[str, object]) -> None:
@@ -184,6 +191,9 @@ def _stored(message: Message) -> Message:
         for block in content
         if not (isinstance(block, dict) and block.get("type") in ("thinking", "redacted_thinking"))
     ]
+    if not kept:
+        # The API refuses an empty message; a reply that was all thinking keeps a mark.
+        kept = [{"type": "text", "text": "(no answer)"}]
     return {**message, "content": kept}
 
 
@@ -197,9 +207,10 @@ def _ensure_store(directory: str) -> None:
         raise SessionRefused(f"the session store {exc.path} {exc.why}", exc.fix) from exc
 
 
-def _checked_path(directory: str, session_id: str) -> str:
+def _checked_path(directory: str, session_id: str, *, create_store: bool = True) -> str:
     vet_session_id(session_id)
-    _ensure_store(directory)
+    if create_store:
+        _ensure_store(directory)
     path = os.path.join(directory, f"{session_id}.jsonl")
     try:
         check_private(path, directory=False)
@@ -239,7 +250,8 @@ def parse_transcript(data: bytes, session_id: str) -> Transcript:
                 "nothing was changed; copy the file aside and start a new session",
             )
         records.append(record)
-    return _assemble(records, session_id, notes)
+    torn_at = len(data) - len(lines[-1]) if torn_last and notes else None
+    return _assemble(records, session_id, notes, torn_at)
 
 
 def _record_of(raw: bytes) -> dict[str, object] | None:
@@ -250,7 +262,9 @@ def _record_of(raw: bytes) -> dict[str, object] | None:
     return record if isinstance(record, dict) else None
 
 
-def _assemble(records: list[dict[str, object]], session_id: str, notes: list[str]) -> Transcript:
+def _assemble(
+    records: list[dict[str, object]], session_id: str, notes: list[str], torn_at: int | None
+) -> Transcript:
     if not records or records[0].get("type") != "header":
         raise SessionRefused(
             f"session {session_id} has no header", "start a new session with --session alone"
@@ -284,6 +298,7 @@ def _assemble(records: list[dict[str, object]], session_id: str, notes: list[str
         turns=ordered,
         turn_records=tuple(finished),
         notes=tuple(notes),
+        torn_tail_at=torn_at,
     )
 
 
@@ -300,10 +315,29 @@ def _turn_record(record: dict[str, object]) -> TurnRecord:
     )
 
 
+def merged_messages(messages: list[Message]) -> list[Message]:
+    """Adjacent user messages become one: a turn that ended on tool results is followed by
+    the next turn's prompt, and the API wants roles to alternate."""
+    merged: list[Message] = []
+    for message in messages:
+        if merged and merged[-1].get("role") == "user" and message.get("role") == "user":
+            merged[-1] = {"role": "user", "content": [*_blocks(merged[-1]), *_blocks(message)]}
+        else:
+            merged.append(message)
+    return merged
+
+
+def _blocks(message: Message) -> list[object]:
+    content = message.get("content")
+    if isinstance(content, list):
+        return list(content)
+    return [{"type": "text", "text": str(content)}]
+
+
 def _check_history(turns: tuple[tuple[Message, ...], ...], session_id: str) -> None:
     expected = "user"
     previous: Message | None = None
-    for message in (m for turn in turns for m in turn):
+    for message in merged_messages([m for turn in turns for m in turn]):
         role = message.get("role")
         if role != expected:
             raise SessionRefused(
