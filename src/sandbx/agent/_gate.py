@@ -19,7 +19,7 @@ from typing import Protocol
 from sandbx._value import value
 from sandbx.agent._display import shown_safely
 from sandbx.errors import SandbxError
-from sandbx.tools import READ_ONLY_TOOLS
+from sandbx.tools import READ_ONLY_TOOLS, TOOL_NAMES
 
 
 class ApproveWhen(enum.Enum):
@@ -106,6 +106,11 @@ class Gate:
         self._gone = False
 
     def decide(self, tool: str, arguments: dict[str, object]) -> Verdict:
+        if tool not in TOOL_NAMES:
+            return Verdict(
+                approved=False,
+                why=f"there is no tool named {tool!r}; the tools are {', '.join(TOOL_NAMES)}",
+            )
         if tool not in self.approved:
             return Verdict(
                 approved=False,

@@ -295,6 +295,12 @@ class Turn:
             case ThinkingDelta(text=text):
                 self._reason(text)
             case Retrying(what=what, delay_seconds=delay):
+                self._finish_reasoning()
+                if self._last_character != "\n":
+                    # What streamed before the failure stays; the answer asked for
+                    # again starts on a line of its own.
+                    self._sink.answer("\n")
+                    self._last_character = "\n"
                 self._sink.line(f"the model's API failed ({what}); asking again in {delay:.1f} s")
 
     def _answer(self, call: dict[str, object]) -> dict[str, object]:
@@ -305,7 +311,10 @@ class Turn:
         verdict = self._gate.decide(name, arguments)
         if not verdict.approved:
             outcome = ToolOutcome(
-                text=f"refused: {verdict.why}", is_error=True, verdict=f"refused: {verdict.why}"
+                text=f"refused: {verdict.why}",
+                is_error=True,
+                verdict=f"refused: {verdict.why}",
+                subject=self._tools.subject_of(name, arguments),
             )
         else:
             outcome = self._tools.run(name, arguments)

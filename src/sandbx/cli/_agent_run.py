@@ -8,6 +8,7 @@ runs one turn against the model. Exit: 0 answered, 2 a bound cut it short,
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 
@@ -21,6 +22,7 @@ from sandbx.agent import (
     History,
     Sink,
     Terminal,
+    TerminalGone,
     Turn,
     TurnResult,
     TurnSettings,
@@ -164,6 +166,10 @@ def start_tools(prepared: Prepared, sink: audit.StderrSink) -> ToolBox:
 def main(argv: list[str]) -> int:
     prepared = prepare(argv)
     terminal = Terminal.open() if prepared.options.approve is ApproveWhen.CALL else None
+    if terminal is not None:
+        # The terminal asked on may hang up: its read error ends the turn with exit 3,
+        # which a SIGHUP would pre-empt by killing sandbx outright.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
     tools = start_tools(prepared, audit.StderrSink())
     say = _line_writer(terminal)
     try:
@@ -174,7 +180,7 @@ def main(argv: list[str]) -> int:
             tools=tools,
             sink=Sink(
                 answer=lambda text: _write(1, text),
-                reasoning=(lambda text: _write(2, shown_safely_lines(text)))
+                reasoning=(lambda text: _write(2, unforgeable(shown_safely_lines(text))))
                 if prepared.options.show_thinking
                 else None,
                 line=say,
@@ -312,13 +318,22 @@ def _write(fd: int, text: str) -> None:
     write_text(fd, text)
 
 
+def unforgeable(text: str) -> str:
+    """Text on stderr that sandbx did not write must not pass `grep sandbx::audit`."""
+    return text.replace(audit.FILTER_WORD, "sandbx::not-an-audit-record")
+
+
 def _line_writer(terminal: Terminal | None) -> Callable[[str], None]:
-    """Per-call lines go to stderr, or to the terminal that is asked on under --approve call."""
+    """Per-call lines go to stderr, or to the terminal that is asked on under --approve call
+    (and to stderr once that terminal is gone)."""
 
     def write(line: str) -> None:
-        text = f"sandbx: {shown_safely(line, 2000)}\n"
+        text = f"sandbx: {unforgeable(shown_safely(line, 2000))}\n"
         if terminal is not None:
-            terminal.say(text)
+            try:
+                terminal.say(text)
+            except TerminalGone:
+                write_text(2, text)
         else:
             write_text(2, text)
 

@@ -16,6 +16,13 @@ from typing import Any
 
 import anthropic
 
+# The SDK reads its stream through an httpx client (httpx2 in SDK 2.x); an error
+# while reading a stream it already returned is the client's, not the SDK's.
+try:
+    from httpx2 import TransportError
+except ImportError:  # pragma: no cover - SDKs built on httpx
+    from httpx import TransportError  # type: ignore[no-redef,import-not-found]
+
 from sandbx.providers._endpoint import Endpoint
 from sandbx.providers._model import (
     Block,
@@ -59,9 +66,11 @@ class AnthropicProvider:
                 transient = exc.status_code in _TRANSIENT_STATUS or kind in _TRANSIENT_TYPES
                 if not transient or attempt >= RETRIES:
                     raise ProviderError(_describe(exc.status_code, kind, exc.body)) from exc
-                delay = _retry_after(exc) or self._backoff(attempt)
+                delay = _retry_after(exc)
+                if delay is None:
+                    delay = self._backoff(attempt)
                 on_event(Retrying(f"{exc.status_code} {kind or 'error'}", delay))
-            except (anthropic.APIConnectionError, _StreamCut) as exc:
+            except (anthropic.APIConnectionError, TransportError, _StreamCut) as exc:
                 if attempt >= RETRIES:
                     raise ProviderError(f"the model's API could not be reached: {exc}") from exc
                 delay = self._backoff(attempt)

@@ -94,6 +94,13 @@ class ToolBox:
             verdict="refused: no such tool",
         )
 
+    def subject_of(self, name: str, arguments: dict[str, object]) -> str:
+        """The absolute path a file tool call names, for the line about it; "" if none."""
+        typed = arguments.get("path")
+        if name not in FILE_TOOLS or not isinstance(typed, str) or not typed or "\0" in typed:
+            return ""
+        return self._roots.absolute(typed)
+
     def interrupt(self) -> None:
         """Kill a running bash command; a file tool call finishes first."""
         self._spawner.interrupt()

@@ -29,24 +29,29 @@ class BoundedWalk:
                 yield path
 
     def entries(self) -> Iterator[tuple[str, bool]]:
-        stack = [self._root]
+        """Depth first: a directory, then everything under it, then its next sibling."""
+        stack: list[Iterator[os.DirEntry[str]]] = [self._listing(self._root)]
         while stack:
-            directory = stack.pop()
-            try:
-                with os.scandir(directory) as found:
-                    listing = sorted(found, key=lambda entry: entry.name, reverse=True)
-            except OSError:
-                self.unreadable += 1
+            entry = next(stack[-1], None)
+            if entry is None:
+                stack.pop()
                 continue
-            for entry in listing:
-                if self.visited >= self._bounds.entries:
-                    self.cut = True
-                    return
-                self.visited += 1
-                if entry.is_symlink():
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(entry.path)
-                    yield entry.path, True
-                elif entry.is_file(follow_symlinks=False):
-                    yield entry.path, False
+            if self.visited >= self._bounds.entries:
+                self.cut = True
+                return
+            self.visited += 1
+            if entry.is_symlink():
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                yield entry.path, True
+                stack.append(self._listing(entry.path))
+            elif entry.is_file(follow_symlinks=False):
+                yield entry.path, False
+
+    def _listing(self, directory: str) -> Iterator[os.DirEntry[str]]:
+        try:
+            with os.scandir(directory) as found:
+                return iter(sorted(found, key=lambda entry: entry.name))
+        except OSError:
+            self.unreadable += 1
+            return iter(())
