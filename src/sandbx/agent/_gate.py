@@ -67,13 +67,15 @@ class Terminal:
 
     def ask_key(self, question: str, keys: str) -> str:
         try:
-            termios.tcflush(self.fd, termios.TCIFLUSH)
-            self.say(question)
             saved = termios.tcgetattr(self.fd)
             raw = list(saved)
             raw[3] = int(raw[3]) & ~(termios.ICANON | termios.ECHO)
+            # Echo off first, then typeahead discarded, then the question: a key
+            # typed before the question was shown can neither answer it nor show.
             termios.tcsetattr(self.fd, termios.TCSANOW, raw)
+            termios.tcflush(self.fd, termios.TCIFLUSH)
             try:
+                self.say(question)
                 while True:
                     key = os.read(self.fd, 1)
                     if not key:
