@@ -93,12 +93,12 @@ class Sink:
         answer: Callable[[str], None],
         reasoning: Callable[[str], None] | None,
         line: Callable[[str], None],
-        progress: Callable[[int, int, int], None] | None = None,
+        progress: Callable[[int, int, int, int], None] | None = None,
     ) -> None:
         self.answer = answer
         self.reasoning = reasoning
         self.line = line
-        # (requests sent, input tokens, output tokens) after each reply, for a status line.
+        # (requests sent, tool calls answered, input tokens, output tokens), for a status line.
         self.progress = progress
 
 
@@ -131,6 +131,7 @@ class Turn:
         self._input_tokens = 0
         self._output_tokens = 0
         self._requests = 0
+        self._calls = 0
         self._reasoning_pending = ""
 
     @property
@@ -258,11 +259,16 @@ class Turn:
         self._input_tokens += reply.usage.input_tokens
         self._output_tokens += reply.usage.output_tokens
         self._requests += 1
-        if self._sink.progress is not None:
-            self._sink.progress(self._requests, self._input_tokens, self._output_tokens)
+        self._report_progress()
         if any(block.get("type") == "text" for block in reply.content):
             self._answered_any = True
         return reply
+
+    def _report_progress(self) -> None:
+        if self._sink.progress is not None:
+            self._sink.progress(
+                self._requests, self._calls, self._input_tokens, self._output_tokens
+            )
 
     def _reason(self, text: str) -> None:
         """Reasoning goes out a whole line at a time, so an audit record written on the same
@@ -289,6 +295,8 @@ class Turn:
         self._check_stop()
         match event:
             case TextDelta(text=text):
+                # Reasoning held back for a whole line goes out before the answer it preceded.
+                self._finish_reasoning()
                 if text:
                     self._sink.answer(text)
                     self._last_character = text[-1]
@@ -322,6 +330,8 @@ class Turn:
         subject = outcome.subject or (typed if isinstance(typed, str) else "")
         shown = f"{name} {subject}" if subject else name
         self._sink.line(f"{shown} — {outcome.verdict}")
+        self._calls += 1
+        self._report_progress()
         return {
             "type": "tool_result",
             "tool_use_id": call.get("id"),

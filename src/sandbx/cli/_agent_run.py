@@ -24,6 +24,7 @@ from sandbx.agent import (
     Terminal,
     TerminalGone,
     Turn,
+    TurnEnd,
     TurnResult,
     TurnSettings,
     system_prompt,
@@ -199,12 +200,27 @@ def main(argv: list[str]) -> int:
     return result.end.exit_code
 
 
-def run_turn(prepared: Prepared, turn: Turn) -> TurnResult:
+def run_turn(
+    prepared: Prepared, turn: Turn, *, hung_up: threading.Event | None = None
+) -> TurnResult:
+    """Run the turn and keep its record; under tui, a stop caused by a hangup is recorded
+    as the terminal going away, not as an interrupt."""
     history = History() if prepared.session is None else prepared.session.history
     try:
         result = turn.run(history, prepared.prompt)
     except ProviderError as exc:
         raise HostError(str(exc), "check the key, the model and ANTHROPIC_BASE_URL") from exc
+    if hung_up is not None and hung_up.is_set() and result.end is TurnEnd.INTERRUPTED:
+        result = TurnResult(
+            end=TurnEnd.TERMINAL_GONE,
+            messages=result.messages,
+            rounds=result.rounds,
+            note="the terminal went away",
+            input_tokens=result.input_tokens,
+            output_tokens=result.output_tokens,
+            last_input_tokens=result.last_input_tokens,
+            withheld_turns=result.withheld_turns,
+        )
     if prepared.session is not None:
         prepared.session.finish(result)
     return result

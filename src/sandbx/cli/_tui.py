@@ -48,7 +48,7 @@ def main(argv: list[str]) -> int:
 
         def run(sink: Sink, asker: Asker, stop: threading.Event) -> TurnResult:
             turn = build_turn(prepared, tools=tools, sink=sink, asker=asker, stop=stop)
-            return run_turn(prepared, turn)
+            return run_turn(prepared, turn, hung_up=screen.hung_up)
 
         screen = TurnScreen(prompt=prepared.prompt, run_turn=run, kill_command=tools.interrupt)
 
@@ -71,6 +71,7 @@ def main(argv: list[str]) -> int:
 
 
 def _print_transcript(prompt: str, screen: TurnScreen) -> None:
+    from sandbx.agent._display import shown_safely
     from sandbx.tui import PROMPT_MARK, ROW_MARK, model_text
 
     parts = [f"{PROMPT_MARK} {model_text(prompt)}\n"]
@@ -81,5 +82,5 @@ def _print_transcript(prompt: str, screen: TurnScreen) -> None:
             case "reasoning":
                 parts.append(f"(reasoning) {model_text(line.text)}\n")
             case _:
-                parts.append(f"{ROW_MARK} sandbx: {line.text}\n")
+                parts.append(f"{ROW_MARK} sandbx: {model_text(shown_safely(line.text, 2000))}\n")
     write_text(1, "".join(parts))

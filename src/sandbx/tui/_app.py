@@ -28,7 +28,8 @@ from sandbx.agent._display import shown_safely, shown_safely_lines
 
 ROW_MARK = "▌"
 PROMPT_MARK = ">"
-_LOOKALIKES = str.maketrans({"▌": "|", "▐": "|", "█": "#", "▍": "|", "▎": "|", "▏": "|"})
+# Every block element (U+2580..U+259F) could pass for the row mark: all become "|".
+_LOOKALIKES = str.maketrans({chr(code): "|" for code in range(0x2580, 0x25A0)})
 
 
 def model_text(text: str) -> str:
@@ -58,8 +59,10 @@ class ScreenAsker:
 
     def ask_key(self, question: str, keys: str) -> str:
         self._answered.clear()
-        self.keys = keys
+        # Keys count only once the question is on the screen: call_from_thread
+        # returns after show_question has run.
         self._app.call_from_thread(self._app.show_question, question)
+        self.keys = keys
         self._answered.wait()
         self.keys = ""
         if self._answer == "interrupt":
@@ -145,8 +148,8 @@ class TurnScreen(App[TurnResult | None]):
             answer=lambda text: self.call_from_thread(self.add_answer, text),
             reasoning=lambda text: self.call_from_thread(self.add_reasoning, text),
             line=lambda text: self.call_from_thread(self.add_row, text),
-            progress=lambda requests, tokens_in, tokens_out: self.call_from_thread(
-                self.show_progress, requests, tokens_in, tokens_out
+            progress=lambda requests, calls, tokens_in, tokens_out: self.call_from_thread(
+                self.show_progress, requests, calls, tokens_in, tokens_out
             ),
         )
         result: TurnResult | None = None
@@ -172,14 +175,14 @@ class TurnScreen(App[TurnResult | None]):
         self._add_static(model_text(text), "reasoning")
 
     def add_row(self, text: str) -> None:
-        self._rounds += 1
         self._answer_widget = None
         self._remember("row", text)
         self._add_static(f"{ROW_MARK} sandbx: {shown_safely(text, 2000)}", "row")
         self.query_one("#status", Static).update(self._status_text())
 
-    def show_progress(self, requests: int, tokens_in: int, tokens_out: int) -> None:
+    def show_progress(self, requests: int, calls: int, tokens_in: int, tokens_out: int) -> None:
         self._requests = requests
+        self._rounds = calls
         self._tokens = (tokens_in, tokens_out)
         self.query_one("#status", Static).update(self._status_text())
 
@@ -187,12 +190,14 @@ class TurnScreen(App[TurnResult | None]):
         widget = self.query_one("#question", Static)
         widget.update(Text(f"{ROW_MARK} {shown_safely(question, 2000)}"))
         widget.display = True
+        self._remember("row", question)
 
     def on_key(self, event: object) -> None:
         key = str(getattr(event, "key", ""))
         if self.asker.keys and key in self.asker.keys:
             self.query_one("#question", Static).display = False
             self._add_static(f"{ROW_MARK} answered: {key}", "row")
+            self._remember("row", f"answered: {key}")
             self.asker.answer(key)
 
     def action_interrupt(self) -> None:
