@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 
-from sandbx.boundary._frames import ChannelClosed, close_all_but, receive_frame, send_frame
+from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
 from sandbx.boundary._spawn import INTERRUPTING_SIGNALS, Capture, run_sandboxed
 from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, prctl
@@ -28,51 +28,35 @@ if TYPE_CHECKING:
 class Spawner:
     """The caller's handle; ``run`` may be called from any thread, one run at a time."""
 
-    def __init__(self, pid: int, requests: int, responses: int) -> None:
-        self._pid = pid
-        self._requests = requests
-        self._responses = responses
-        self._lock = threading.Lock()
+    def __init__(self, helper: HelperProcess) -> None:
+        self._helper = helper
 
     @classmethod
     def start(cls, policy: Policy) -> Spawner:
         """Fork the spawner. Call before the caller starts any thread."""
-        request_read, request_write = os.pipe2(os.O_CLOEXEC)
-        response_read, response_write = os.pipe2(os.O_CLOEXEC)
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            close_all_but(request_read, response_write)
-            _serve(policy, request_read, response_write, parent)
-        os.close(request_read)
-        os.close(response_write)
-        return cls(pid, request_write, response_read)
+        return cls(
+            HelperProcess.fork(
+                lambda requests, responses, parent: _serve(policy, requests, responses, parent)
+            )
+        )
 
     def run(self, argv: tuple[str, ...], *, timeout_seconds: float, output_limit: int) -> RunResult:
         request = json.dumps(
             {"argv": list(argv), "timeout": timeout_seconds, "limit": output_limit},
             ensure_ascii=False,
         ).encode("utf-8", "surrogateescape")
-        with self._lock:
-            send_frame(self._requests, request)
-            header = receive_frame(self._responses)
-            output = receive_frame(self._responses)
+        header, output = self._helper.exchange(request, replies=2)
         return _result_from(json.loads(header), output)
 
     def interrupt(self) -> None:
         """Kill the command now running, if any: it ends as ``interrupted``."""
         try:
-            os.kill(self._pid, signal.SIGINT)
+            os.kill(self._helper.pid, signal.SIGINT)
         except ProcessLookupError:
             return
 
     def close(self) -> None:
-        os.close(self._requests)
-        os.close(self._responses)
-        try:
-            os.waitpid(self._pid, 0)
-        except ChildProcessError:
-            return
+        self._helper.close()
 
 
 def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoReturn:

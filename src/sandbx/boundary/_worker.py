@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Callable
 
 from sandbx.boundary import _landlock, _seccomp
-from sandbx.boundary._frames import ChannelClosed, close_all_but, receive_frame, send_frame
+from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
+from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import StageFailure
 from sandbx.boundary._pinned import open_pinned
 from sandbx.boundary._spawn import INTERRUPTING_SIGNALS
@@ -36,53 +36,34 @@ class WorkerUnavailable(RuntimeError):
 class FileWorker:
     """The caller's handle; ``call`` may be used from any thread, one request at a time."""
 
-    def __init__(self, pid: int, requests: int, responses: int) -> None:
-        self._pid = pid
-        self._requests = requests
-        self._responses = responses
-        self._lock = threading.Lock()
+    def __init__(self, helper: HelperProcess) -> None:
+        self._helper = helper
 
     @classmethod
     def start(cls, policy: Policy, handler: Handler) -> FileWorker:
         """Fork the worker and wait until it is confined. Call before any thread exists."""
-        request_read, request_write = os.pipe2(os.O_CLOEXEC)
-        response_read, response_write = os.pipe2(os.O_CLOEXEC)
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            close_all_but(request_read, response_write)
-            _serve(policy, handler, request_read, response_write, parent)
-        os.close(request_read)
-        os.close(response_write)
-        worker = cls(pid, request_write, response_read)
+        helper = HelperProcess.fork(
+            lambda requests, responses, parent: _serve(policy, handler, requests, responses, parent)
+        )
         try:
-            greeting = receive_frame(response_read)
+            greeting = helper.receive()
         except ChannelClosed:
             greeting = b"the worker died before confining itself"
         if greeting != b"confined":
-            worker.close()
+            helper.close()
             raise WorkerUnavailable(greeting.decode("utf-8", "replace"))
-        return worker
+        return cls(helper)
 
     def call(self, request: bytes) -> bytes:
-        with self._lock:
-            try:
-                send_frame(self._requests, request)
-                return receive_frame(self._responses)
-            except (ChannelClosed, BrokenPipeError) as exc:
-                msg = "the confined file worker has gone"
-                raise WorkerUnavailable(msg) from exc
+        try:
+            (response,) = self._helper.exchange(request)
+        except (ChannelClosed, BrokenPipeError) as exc:
+            msg = "the confined file worker has gone"
+            raise WorkerUnavailable(msg) from exc
+        return response
 
     def close(self) -> None:
-        for fd in (self._requests, self._responses):
-            try:
-                os.close(fd)
-            except OSError:
-                continue
-        try:
-            os.waitpid(self._pid, 0)
-        except ChildProcessError:
-            return
+        self._helper.close()
 
 
 def _serve(
