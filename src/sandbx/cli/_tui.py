@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
 
 from sandbx import audit
@@ -60,6 +61,9 @@ def main(argv: list[str]) -> int:
             prepared.session.close()
     if screen.hung_up.is_set():
         records.release()
+        # Whatever Textual left buffered for the terminal can never be written now;
+        # without this, the interpreter's final flush would fail and exit 120.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - lives until exit
         return EX_TERMINAL_GONE
     _print_transcript(prepared.prompt, screen)
     records.release()
