@@ -25,7 +25,7 @@ from sandbx.providers import (
     TextDelta,
     ThinkingDelta,
 )
-from sandbx.session import merged_messages
+from sandbx.session import merged_messages, message_blocks
 from sandbx.tools import ToolBox, ToolOutcome
 
 
@@ -343,13 +343,8 @@ class Turn:
 def _without_tool_uses(message: Message) -> Message:
     """A cut or wrap-up reply is stored without tool calls nobody will answer."""
     content = [
-        b for b in _blocks(message) if not (isinstance(b, dict) and b.get("type") == "tool_use")
+        b
+        for b in message_blocks(message)
+        if not (isinstance(b, dict) and b.get("type") == "tool_use")
     ]
     return {"role": "assistant", "content": content or [{"type": "text", "text": "(no answer)"}]}
-
-
-def _blocks(message: Message) -> list[object]:
-    content = message.get("content")
-    if isinstance(content, list):
-        return list(content)
-    return [{"type": "text", "text": str(content)}]

@@ -321,13 +321,17 @@ def merged_messages(messages: list[Message]) -> list[Message]:
     merged: list[Message] = []
     for message in messages:
         if merged and merged[-1].get("role") == "user" and message.get("role") == "user":
-            merged[-1] = {"role": "user", "content": [*_blocks(merged[-1]), *_blocks(message)]}
+            merged[-1] = {
+                "role": "user",
+                "content": [*message_blocks(merged[-1]), *message_blocks(message)],
+            }
         else:
             merged.append(message)
     return merged
 
 
-def _blocks(message: Message) -> list[object]:
+def message_blocks(message: Message) -> list[object]:
+    """A message's content as a list of blocks, a plain string becoming one text block."""
     content = message.get("content")
     if isinstance(content, list):
         return list(content)
