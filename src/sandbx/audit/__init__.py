@@ -9,10 +9,12 @@ from sandbx.audit._records import (
     FILTER_WORD,
     MARKER,
     NO_SESSION,
+    NOT_A_RECORD,
     Record,
     RecordKind,
     cut_args,
     quote,
+    unforgeable,
 )
 from sandbx.audit._run_records import degraded, ended, spawned, unresolved_names
 from sandbx.audit._sink import StderrSink
@@ -21,6 +23,7 @@ from sandbx.audit._spawn_id import next_spawn_id
 __all__ = [
     "FILTER_WORD",
     "MARKER",
+    "NOT_A_RECORD",
     "NO_SESSION",
     "Record",
     "RecordKind",
@@ -32,5 +35,6 @@ __all__ = [
     "next_spawn_id",
     "quote",
     "spawned",
+    "unforgeable",
     "unresolved_names",
 ]

@@ -17,6 +17,15 @@ MARKER = "sandbx::audit:"
 # What the spec's own filter looks for (`grep sandbx::audit`): no line a command
 # writes may contain it, with or without the colon.
 FILTER_WORD = "sandbx::audit"
+# What FILTER_WORD becomes in any text sandbx relays but did not write.
+NOT_A_RECORD = "sandbx::not-an-audit-record"
+
+
+def unforgeable(text: str) -> str:
+    """Text on stderr that sandbx did not write must not pass `grep sandbx::audit`."""
+    return text.replace(FILTER_WORD, NOT_A_RECORD)
+
+
 NO_SESSION = "-"
 ARGS_LIMIT = 512
 

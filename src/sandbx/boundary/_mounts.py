@@ -148,16 +148,21 @@ def attach_clone(
     tree = syscall(_SYS_OPEN_TREE, source_dir, os.fsencode(name), _OPEN_TREE_CLONE | os.O_CLOEXEC)
     try:
         _set_attributes(tree, "", _AT_EMPTY_PATH, set_flags=set_flags)
-        syscall(
-            _SYS_MOVE_MOUNT,
-            tree,
-            b"",
-            _AT_FDCWD,
-            os.fsencode(target),
-            _MOVE_MOUNT_F_EMPTY_PATH | (_MOVE_MOUNT_T_SYMLINKS if follow_target_symlinks else 0),
-        )
+        move_mount_to(tree, target, follow_target_symlinks=follow_target_symlinks)
     finally:
         os.close(tree)
+
+
+def move_mount_to(tree: int, target: str, *, follow_target_symlinks: bool = False) -> None:
+    """Attach the detached mount ``tree`` over the path ``target``."""
+    syscall(
+        _SYS_MOVE_MOUNT,
+        tree,
+        b"",
+        _AT_FDCWD,
+        os.fsencode(target),
+        _MOVE_MOUNT_F_EMPTY_PATH | (_MOVE_MOUNT_T_SYMLINKS if follow_target_symlinks else 0),
+    )
 
 
 class _MountAttr(ctypes.Structure):

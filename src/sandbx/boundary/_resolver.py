@@ -18,6 +18,7 @@ from sandbx.boundary._mounts import (
     MOUNT_ATTR_NOSUID,
     MOUNT_ATTR_RDONLY,
     attach_clone,
+    move_mount_to,
 )
 from sandbx.boundary._outcome import FailureReason, StageFailure
 from sandbx.boundary._syscalls import syscall, umount
@@ -27,12 +28,10 @@ from sandbx.policy import ResolverFiles
 _SYS_FSOPEN = 430
 _SYS_FSCONFIG = 431
 _SYS_FSMOUNT = 432
-_SYS_MOVE_MOUNT = 429
 # include/uapi/linux/mount.h, fcntl.h
 _FSOPEN_CLOEXEC = 0x00000001
 _FSCONFIG_CMD_CREATE = 6
 _FSMOUNT_CLOEXEC = 0x00000001
-_MOVE_MOUNT_F_EMPTY_PATH = 0x00000004
 _MNT_DETACH = 2
 _AT_FDCWD = -100
 
@@ -93,9 +92,7 @@ def _attach_through_a_borrowed_directory(scratch: int, placements: list[_Placeme
     scratch tmpfs over a directory for a moment, clone from it, then detach it again."""
     # In the private mount namespace: the host's /tmp is not touched.
     borrowed = next(path for path in ("/tmp", "/mnt", "/dev") if os.path.isdir(path))  # noqa: S108
-    syscall(
-        _SYS_MOVE_MOUNT, scratch, b"", _AT_FDCWD, os.fsencode(borrowed), _MOVE_MOUNT_F_EMPTY_PATH
-    )
+    move_mount_to(scratch, borrowed)
     try:
         _attach_each(_AT_FDCWD, borrowed, placements)
     finally:

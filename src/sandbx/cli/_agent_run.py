@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
             tools=tools,
             sink=Sink(
                 answer=lambda text: _write(1, text),
-                reasoning=(lambda text: _write(2, unforgeable(shown_safely_lines(text))))
+                reasoning=(lambda text: _write(2, audit.unforgeable(shown_safely_lines(text))))
                 if prepared.options.show_thinking
                 else None,
                 line=say,
@@ -334,17 +334,12 @@ def _write(fd: int, text: str) -> None:
     write_text(fd, text)
 
 
-def unforgeable(text: str) -> str:
-    """Text on stderr that sandbx did not write must not pass `grep sandbx::audit`."""
-    return text.replace(audit.FILTER_WORD, "sandbx::not-an-audit-record")
-
-
 def _line_writer(terminal: Terminal | None) -> Callable[[str], None]:
     """Per-call lines go to stderr, or to the terminal that is asked on under --approve call
     (and to stderr once that terminal is gone)."""
 
     def write(line: str) -> None:
-        text = f"sandbx: {unforgeable(shown_safely(line, 2000))}\n"
+        text = f"sandbx: {audit.unforgeable(shown_safely(line, 2000))}\n"
         if terminal is not None:
             try:
                 terminal.say(text)

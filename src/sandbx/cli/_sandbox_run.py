@@ -78,7 +78,7 @@ RUN_FLAGS = (
 
 GUARD = StderrGuard(
     marker=audit.FILTER_WORD.encode(),
-    replacement=b"sandbx::not-an-audit-record",
+    replacement=audit.NOT_A_RECORD.encode(),
 )
 
 
