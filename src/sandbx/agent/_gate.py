@@ -10,19 +10,19 @@ answers it. A terminal that goes away refuses the call and every one after it.
 
 from __future__ import annotations
 
-import enum
 import json
 import os
 import termios
 from typing import Protocol
 
+from sandbx._enum import Enum
 from sandbx._value import value
 from sandbx.agent._display import shown_safely
 from sandbx.errors import SandbxError
 from sandbx.tools import READ_ONLY_TOOLS, TOOL_NAMES
 
 
-class ApproveWhen(enum.Enum):
+class ApproveWhen(Enum):
     RUN = "run"
     CALL = "call"
 

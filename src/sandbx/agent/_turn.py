@@ -9,10 +9,10 @@ unchanged within the turn and never kept beyond it.
 
 from __future__ import annotations
 
-import enum
 import threading
 from collections.abc import Callable
 
+from sandbx._enum import Enum
 from sandbx._value import value
 from sandbx.agent._gate import Gate, TerminalGone
 from sandbx.providers import (
@@ -29,7 +29,7 @@ from sandbx.session import merged_messages, message_blocks
 from sandbx.tools import ToolBox, ToolOutcome
 
 
-class TurnEnd(enum.Enum):
+class TurnEnd(Enum):
     """How a turn ended."""
 
     ANSWERED = "answered"

@@ -8,9 +8,9 @@ value. Strings are quoted and escaped, so no field can end a line early.
 
 from __future__ import annotations
 
-import enum
 import time
 
+from sandbx._enum import Enum
 from sandbx._value import value
 
 MARKER = "sandbx::audit:"
@@ -30,7 +30,7 @@ NO_SESSION = "-"
 ARGS_LIMIT = 512
 
 
-class RecordKind(enum.Enum):
+class RecordKind(Enum):
     SPAWNED = "spawned"
     EXITED = "exited"
     FAILED = "failed"

@@ -9,9 +9,12 @@ tests/boundary proves the kernel applies them.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
 
 from sandbx._value import value
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # include/uapi/linux/bpf_common.h and filter.h
 LD_W_ABS = 0x00 | 0x00 | 0x20  # BPF_LD | BPF_W | BPF_ABS

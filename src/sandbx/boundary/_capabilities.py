@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import os
 
 from sandbx.boundary._syscalls import (
     PR_CAP_AMBIENT,
     PR_CAP_AMBIENT_CLEAR_ALL,
     PR_CAPBSET_DROP,
     PR_SET_SECUREBITS,
-    address_of,
     capset_syscall_number,
-    prctl,
-    syscall,
+    prctl_errno,
+    syscall_longs,
 )
 
 # include/uapi/linux/capability.h
@@ -57,27 +57,29 @@ class _CapData(ctypes.Structure):
     )
 
 
+# capset(2) with both data words zero: every set empty. Built once; the kernel only reads it.
+_HEADER = _CapHeader(version=_LINUX_CAPABILITY_VERSION_3, pid=0)
+_EMPTY = (_CapData * 2)()
+_HEADER_ADDRESS = ctypes.addressof(_HEADER)
+_EMPTY_ADDRESS = ctypes.addressof(_EMPTY)
+# Past the last capability the kernel knows, PR_CAPBSET_DROP fails with EINVAL.
+_MOST_CAPABILITIES = 64
+
+
 def drop_every_capability() -> list[str]:
     """Empty all five sets; return what could only be done in part (a ``degraded`` each)."""
     degraded: list[str] = []
-    capability = 0
-    while True:
-        try:
-            prctl(PR_CAPBSET_DROP, capability)
-        except OSError as exc:
-            if exc.errno == errno.EINVAL:
-                break  # past the last capability this kernel knows
-            degraded.append(f"bounding set: capability {capability} kept ({exc.strerror})")
-        capability += 1
-    try:
-        prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
-    except OSError as exc:
-        degraded.append(f"ambient set not cleared ({exc.strerror})")
-    try:
-        prctl(PR_SET_SECUREBITS, LOCKED_SECUREBITS)
-    except OSError as exc:
-        degraded.append(f"securebits not locked ({exc.strerror})")
-    header = _CapHeader(version=_LINUX_CAPABILITY_VERSION_3, pid=0)
-    data = (_CapData * 2)()
-    syscall(capset_syscall_number(), address_of(header), ctypes.c_void_p(ctypes.addressof(data)))
+    for capability in range(_MOST_CAPABILITIES):
+        failure = prctl_errno(PR_CAPBSET_DROP, capability)
+        if failure == errno.EINVAL:
+            break
+        if failure:
+            degraded.append(f"bounding set: capability {capability} kept ({os.strerror(failure)})")
+    failure = prctl_errno(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    if failure:
+        degraded.append(f"ambient set not cleared ({os.strerror(failure)})")
+    failure = prctl_errno(PR_SET_SECUREBITS, LOCKED_SECUREBITS)
+    if failure:
+        degraded.append(f"securebits not locked ({os.strerror(failure)})")
+    syscall_longs(capset_syscall_number(), _HEADER_ADDRESS, _EMPTY_ADDRESS)
     return degraded

@@ -12,12 +12,13 @@ import ctypes
 import os
 
 from sandbx._value import value
+from sandbx.boundary._pinned import PinnedPath
 from sandbx.boundary._syscalls import (
     SYS_LANDLOCK_ADD_RULE,
     SYS_LANDLOCK_CREATE_RULESET,
     SYS_LANDLOCK_RESTRICT_SELF,
-    address_of,
     syscall,
+    syscall_longs,
 )
 from sandbx.policy import Access, Network, NetworkKind
 
@@ -159,27 +160,62 @@ def rights_for(access: Access, *, is_directory: bool, handled: Handled) -> int:
     return rights & handled.fs
 
 
-def create_ruleset(handled: Handled) -> int:
-    attr = RulesetAttr(
-        handled_access_fs=handled.fs, handled_access_net=handled.net, scoped=handled.scoped
-    )
-    # ABI < 6 kernels reject a larger struct whose extra fields are non-zero and
-    # accept the shorter one, so pass only the part this ABI knows.
-    size = ctypes.sizeof(attr) if handled.abi >= SCOPING_ABI else RulesetAttr.scoped.offset
-    return syscall(SYS_LANDLOCK_CREATE_RULESET, address_of(attr), size, 0)
+class PreparedRuleset:
+    """One ruleset's calls, with every struct built before the fork.
+
+    ``open_paths`` pins each granted path to a descriptor (it must run while
+    the sandbox can still see them all, before capabilities go); ``enforce``
+    hands the rules to the kernel and restricts the calling process.
+    """
+
+    def __init__(
+        self,
+        handled: Handled,
+        path_rules: tuple[tuple[PinnedPath, int], ...],
+        ports: tuple[int, ...] = (),
+    ) -> None:
+        self._attr = RulesetAttr(
+            handled_access_fs=handled.fs, handled_access_net=handled.net, scoped=handled.scoped
+        )
+        # ABI < 6 kernels reject a larger struct whose extra fields are non-zero and
+        # accept the shorter one, so pass only the part this ABI knows.
+        self._attr_size = (
+            ctypes.sizeof(self._attr) if handled.abi >= SCOPING_ABI else RulesetAttr.scoped.offset
+        )
+        self._paths = tuple(pinned for pinned, _rights in path_rules)
+        self._path_attrs = tuple(
+            PathBeneathAttr(allowed_access=rights, parent_fd=-1) for _pinned, rights in path_rules
+        )
+        self._read_file = PathBeneathAttr(allowed_access=FS_READ_FILE, parent_fd=-1)
+        self._ports = tuple(
+            NetPortAttr(allowed_access=NET_BIND_TCP | NET_CONNECT_TCP, port=port) for port in ports
+        )
+
+    def open_paths(self) -> list[int]:
+        """One pinned descriptor per path rule; raises ``StageFailure`` for one that moved."""
+        return [pinned.open() for pinned in self._paths]
+
+    def enforce(self, path_fds: list[int], read_file_fds: list[int]) -> None:
+        """Restrict this process; closes the descriptors. Needs no_new_privs first."""
+        ruleset = syscall_longs(
+            SYS_LANDLOCK_CREATE_RULESET, ctypes.addressof(self._attr), self._attr_size, 0
+        )
+        try:
+            for attr, fd in zip(self._path_attrs, path_fds, strict=True):
+                if attr.allowed_access:
+                    attr.parent_fd = fd
+                    _add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, attr)
+                os.close(fd)
+            for fd in read_file_fds:
+                self._read_file.parent_fd = fd
+                _add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, self._read_file)
+                os.close(fd)
+            for port_attr in self._ports:
+                _add_rule(ruleset, LANDLOCK_RULE_NET_PORT, port_attr)
+            syscall_longs(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0)
+        finally:
+            os.close(ruleset)
 
 
-def add_path_rule(ruleset_fd: int, path_fd: int, rights: int) -> None:
-    attr = PathBeneathAttr(allowed_access=rights, parent_fd=path_fd)
-    syscall(SYS_LANDLOCK_ADD_RULE, ruleset_fd, LANDLOCK_RULE_PATH_BENEATH, address_of(attr), 0)
-
-
-def add_port_rule(ruleset_fd: int, port: int, rights: int) -> None:
-    attr = NetPortAttr(allowed_access=rights, port=port)
-    syscall(SYS_LANDLOCK_ADD_RULE, ruleset_fd, LANDLOCK_RULE_NET_PORT, address_of(attr), 0)
-
-
-def restrict_self(ruleset_fd: int) -> None:
-    """Enforce the ruleset on this thread and every child; needs no_new_privs first."""
-    syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset_fd, 0)
-    os.close(ruleset_fd)
+def _add_rule(ruleset: int, kind: int, attr: ctypes.Structure) -> None:
+    syscall_longs(SYS_LANDLOCK_ADD_RULE, ruleset, kind, ctypes.addressof(attr), 0)

@@ -16,8 +16,8 @@ import ctypes
 import os
 
 from sandbx._value import value
-from sandbx.boundary._pinned import open_pinned
-from sandbx.boundary._syscalls import address_of, syscall
+from sandbx.boundary._pinned import PinnedPath
+from sandbx.boundary._syscalls import address_of, c_buffer, syscall, syscall_longs
 from sandbx.policy import Access, VettedGrant, is_within
 
 # The new mount API, the same numbers on every architecture (include/uapi/asm-generic/unistd.h).
@@ -82,58 +82,114 @@ def _depth(path: str) -> tuple[int, str]:
     return (path.count("/"), path)
 
 
-def confine_mounts(specs: tuple[MountSpec, ...]) -> None:
-    """Needs CAP_SYS_ADMIN in the sandbox's user namespace; run before capabilities go."""
-    _set_attributes(
-        _AT_FDCWD,
-        "/",
-        _AT_RECURSIVE,
-        set_flags=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID,
+class _MountAttr(ctypes.Structure):
+    """``struct mount_attr``, include/uapi/linux/mount.h."""
+
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
     )
-    for spec in specs:
+
+
+_MOUNT_ATTR_SIZE = ctypes.sizeof(_MountAttr)
+_EMPTY_PATH_BUFFER, _EMPTY_PATH = c_buffer(b"")
+
+
+class PreparedMounts:
+    """The mount calls for a set of specs, with every buffer built before the fork."""
+
+    def __init__(self, specs: tuple[MountSpec, ...]) -> None:
+        self._root, self._root_address = _attributes(
+            set_flags=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_NOSUID
+        )
+        self._c_root, self._c_root_address = c_buffer(b"/")
+        self._steps = tuple(_PreparedSpec(spec) for spec in specs)
+
+    def apply(self) -> None:
+        """Needs CAP_SYS_ADMIN in the sandbox's user namespace; run before capabilities go."""
+        syscall_longs(
+            _SYS_MOUNT_SETATTR,
+            _AT_FDCWD,
+            self._c_root_address,
+            _AT_RECURSIVE,
+            self._root_address,
+            _MOUNT_ATTR_SIZE,
+        )
+        for step in self._steps:
+            step.apply()
+
+
+class _PreparedSpec:
+    __slots__ = ("_both", "_both_address", "_kept", "_kept_address", "_place")
+
+    def __init__(self, spec: MountSpec) -> None:
+        self._place = PinnedPath(spec.path, device=spec.device, inode=spec.inode)
+        kept = (0 if spec.writable else MOUNT_ATTR_RDONLY) | (
+            0 if spec.executable else MOUNT_ATTR_NOEXEC
+        )
+        cleared = (MOUNT_ATTR_RDONLY if spec.writable else 0) | (
+            MOUNT_ATTR_NOEXEC if spec.executable else 0
+        )
+        self._both, self._both_address = _attributes(set_flags=kept, clear_flags=cleared)
+        self._kept, self._kept_address = _attributes(set_flags=kept)
+
+    def apply(self) -> None:
         # Opened again for each spec, after its parents were mounted, so that a
         # nested root is found through its parent's new mount; by descriptor, so
         # nothing is resolved twice. Raises StageFailure for a root that moved.
-        place = open_pinned(spec.path, device=spec.device, inode=spec.inode)
+        place = self._place.open()
         try:
-            tree = syscall(
+            tree = syscall_longs(
                 _SYS_OPEN_TREE,
                 place,
-                b"",
+                _EMPTY_PATH,
                 _OPEN_TREE_CLONE | os.O_CLOEXEC | _AT_RECURSIVE | _AT_EMPTY_PATH,
             )
         except OSError:
             os.close(place)
             raise
         try:
-            kept = (0 if spec.writable else MOUNT_ATTR_RDONLY) | (
-                0 if spec.executable else MOUNT_ATTR_NOEXEC
-            )
-            cleared = (MOUNT_ATTR_RDONLY if spec.writable else 0) | (
-                MOUNT_ATTR_NOEXEC if spec.executable else 0
-            )
             flags = _AT_EMPTY_PATH | _AT_RECURSIVE
-            if kept:
-                _set_attributes(tree, "", flags, set_flags=kept)
-            # Where the host mounted this read-only or no-exec and locked the
-            # flag (a mount inherited into a less privileged user namespace),
-            # clearing it fails with EPERM: it stays as the host has it.
-            if cleared:
-                try:  # noqa: SIM105 - contextlib.suppress would cost every start its import
-                    _set_attributes(tree, "", flags, clear_flags=cleared)
-                except PermissionError:
-                    pass
-            syscall(
+            try:
+                syscall_longs(
+                    _SYS_MOUNT_SETATTR,
+                    tree,
+                    _EMPTY_PATH,
+                    flags,
+                    self._both_address,
+                    _MOUNT_ATTR_SIZE,
+                )
+            except PermissionError:
+                # Where the host mounted this read-only or no-exec and locked the
+                # flag (a mount inherited into a less privileged user namespace),
+                # clearing it fails with EPERM: it stays as the host has it, and
+                # only the flags to add are set.
+                syscall_longs(
+                    _SYS_MOUNT_SETATTR,
+                    tree,
+                    _EMPTY_PATH,
+                    flags,
+                    self._kept_address,
+                    _MOUNT_ATTR_SIZE,
+                )
+            syscall_longs(
                 _SYS_MOVE_MOUNT,
                 tree,
-                b"",
+                _EMPTY_PATH,
                 place,
-                b"",
+                _EMPTY_PATH,
                 _MOVE_MOUNT_F_EMPTY_PATH | _MOVE_MOUNT_T_EMPTY_PATH,
             )
         finally:
             os.close(tree)
             os.close(place)
+
+
+def _attributes(*, set_flags: int = 0, clear_flags: int = 0) -> tuple[_MountAttr, int]:
+    attr = _MountAttr(attr_set=set_flags, attr_clr=clear_flags, propagation=0, userns_fd=0)
+    return attr, ctypes.addressof(attr)
 
 
 def attach_clone(
@@ -162,17 +218,6 @@ def move_mount_to(tree: int, target: str, *, follow_target_symlinks: bool = Fals
         _AT_FDCWD,
         os.fsencode(target),
         _MOVE_MOUNT_F_EMPTY_PATH | (_MOVE_MOUNT_T_SYMLINKS if follow_target_symlinks else 0),
-    )
-
-
-class _MountAttr(ctypes.Structure):
-    """``struct mount_attr``, include/uapi/linux/mount.h."""
-
-    _fields_ = (
-        ("attr_set", ctypes.c_uint64),
-        ("attr_clr", ctypes.c_uint64),
-        ("propagation", ctypes.c_uint64),
-        ("userns_fd", ctypes.c_uint64),
     )
 
 

@@ -37,11 +37,29 @@ def enter_user_namespace(flags: int) -> None:
 
 
 def map_caller(uid: int, gid: int) -> None:
-    # user_namespaces(7): an unprivileged process may write a gid_map only
-    # after denying setgroups, and may map exactly its own ids.
-    _write_proc_self("setgroups", "deny")
-    _write_proc_self("uid_map", f"{uid} {uid} 1\n")
-    _write_proc_self("gid_map", f"{gid} {gid} 1\n")
+    write_id_maps(id_map_writes(uid, gid))
+
+
+def write_id_maps(writes: tuple[tuple[bytes, bytes], ...]) -> None:
+    for name, content in writes:
+        fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, content)
+        finally:
+            os.close(fd)
+
+
+def id_map_writes(uid: int, gid: int) -> tuple[tuple[bytes, bytes], ...]:
+    """The writes that map the caller one to one, in the order the kernel needs them.
+
+    user_namespaces(7): an unprivileged process may write a gid_map only after
+    denying setgroups, and may map exactly its own ids.
+    """
+    return (
+        (b"/proc/self/setgroups", b"deny"),
+        (b"/proc/self/uid_map", f"{uid} {uid} 1\n".encode()),
+        (b"/proc/self/gid_map", f"{gid} {gid} 1\n".encode()),
+    )
 
 
 def keep_mounts_private() -> None:
@@ -50,11 +68,3 @@ def keep_mounts_private() -> None:
 
 def mount_own_proc() -> None:
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-
-
-def _write_proc_self(name: str, content: str) -> None:
-    fd = os.open(f"/proc/self/{name}", os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, content.encode())
-    finally:
-        os.close(fd)

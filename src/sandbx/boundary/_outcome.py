@@ -7,15 +7,15 @@ label from the closed set ``FailureReason``; nothing else crosses.
 
 from __future__ import annotations
 
-import enum
 import os
 
+from sandbx._enum import Enum
 from sandbx._exhaustive import unreachable
 from sandbx._fdio import write_text
 from sandbx._value import value
 
 
-class FailureReason(enum.Enum):
+class FailureReason(Enum):
     """Why a run was refused or cut short: the ``reason=`` of a ``failed`` record."""
 
     TIMEOUT = "timeout"

@@ -302,8 +302,18 @@ def compile_filter(options: FilterOptions) -> CompiledFilter:
     return CompiledFilter(code=_bpf.encode(program), length=len(program))
 
 
+class PreparedFilter:
+    """A compiled filter in the C memory the kernel reads, built before the fork."""
+
+    def __init__(self, compiled: CompiledFilter) -> None:
+        self._code = ctypes.create_string_buffer(compiled.code, len(compiled.code))
+        self._program = SockFprog(len=compiled.length, filter=ctypes.addressof(self._code))
+        self._program_address = ctypes.addressof(self._program)
+
+    def install(self) -> None:
+        """Install on this process; no_new_privs must already be set (seccomp(2))."""
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, self._program_address)
+
+
 def install(compiled: CompiledFilter) -> None:
-    """Install on this process; no_new_privs must already be set (seccomp(2))."""
-    buffer = ctypes.create_string_buffer(compiled.code, len(compiled.code))
-    fprog = SockFprog(len=compiled.length, filter=ctypes.addressof(buffer))
-    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog))
+    PreparedFilter(compiled).install()

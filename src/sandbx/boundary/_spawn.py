@@ -14,12 +14,11 @@ from __future__ import annotations
 import errno
 import os
 import select
-import signal
 import time
 
 from sandbx._fdio import write_all
 from sandbx._value import value
-from sandbx.boundary._clone import clone_into
+from sandbx.boundary._clone import clone_into, ensure_single_threaded
 from sandbx.boundary._landlock import MINIMUM_ABI, abi_version
 from sandbx.boundary._outcome import (
     Exited,
@@ -31,22 +30,27 @@ from sandbx.boundary._outcome import (
 )
 from sandbx.boundary._plan import Channels, LaunchPlan, build_plan
 from sandbx.boundary._seccomp import is_supported_machine
+from sandbx.boundary._signals import SIGHUP, SIGINT, SIGQUIT, SIGTERM, name_of, pidfd_kill
 from sandbx.boundary._stage_command import run_command_stage
 from sandbx.boundary._stderr_guard import Defang, StderrGuard
-from sandbx.boundary._syscalls import MACHINE, PR_SET_DUMPABLE, prctl
+from sandbx.boundary._syscalls import (
+    MACHINE,
+    PR_SET_DUMPABLE,
+    SIG_BLOCK,
+    SIG_SETMASK,
+    SignalSet,
+    open_signalfd,
+    prctl,
+    read_signal,
+    set_signal_mask,
+)
 from sandbx.policy import Command, Policy
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from collections.abc import Callable
-    from types import FrameType
-
-    _Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
 
 _READ_CHUNK = 65536
 
 # Signals that end a run early: each kills the sandbox and is relayed as 128+n.
-INTERRUPTING_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
+INTERRUPTING_SIGNALS = frozenset({SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+_INTERRUPTING_SET = SignalSet(INTERRUPTING_SIGNALS)
 
 # Errors of clone(CLONE_NEWUSER) that mean "this host does not allow it": EPERM
 # (a sysctl or an LSM such as AppArmor refuses), ENOSPC (max_user_namespaces is
@@ -75,7 +79,7 @@ def run_sandboxed(
     relayed through ``stderr_guard`` when it is not a terminal); with ``capture``
     its output is collected into the result instead.
     """
-    abi = abi_version()
+    abi = _landlock_abi()
     if abi < MINIMUM_ABI:
         return _refused(
             FailureReason.UNSUPPORTED,
@@ -85,10 +89,8 @@ def run_sandboxed(
     if not is_supported_machine():
         return _refused(FailureReason.UNSUPPORTED, f"no seccomp syscall table for {MACHINE}")
     plan = build_plan(policy, command, abi=abi, timeout_seconds=timeout_seconds)
-    # The harness will hold secrets (an API key, under agent-run); a
-    # non-dumpable process cannot be ptraced or have its /proc/PID/mem read by
-    # other processes of the same user.
-    prctl(PR_SET_DUMPABLE, 0)
+    ensure_single_threaded()
+    _become_undumpable()
     if capture is not None:
         streams = _Streams.capturing(capture.limit)
     elif stderr_guard is not None and not os.isatty(2):
@@ -98,50 +100,69 @@ def run_sandboxed(
     result = _spawn_and_supervise(plan, streams)
     return RunResult(
         result.outcome,
-        plan.degraded + result.degraded,
+        plan.confinement.degraded + result.degraded,
         output=result.output,
         output_dropped=result.output_dropped,
     )
 
 
+_ONCE: dict[str, int] = {}
+
+
+def _landlock_abi() -> int:
+    # The kernel's ABI cannot change under a running process.
+    if "abi" not in _ONCE:
+        _ONCE["abi"] = abi_version()
+    return _ONCE["abi"]
+
+
+def _become_undumpable() -> None:
+    # The harness will hold secrets (an API key, under agent-run); a
+    # non-dumpable process cannot be ptraced or have its /proc/PID/mem read by
+    # other processes of the same user. Once per process: nothing sets it back.
+    if _ONCE.get("undumpable") != os.getpid():
+        prctl(PR_SET_DUMPABLE, 0)
+        _ONCE["undumpable"] = os.getpid()
+
+
 def _spawn_and_supervise(plan: LaunchPlan, streams: _Streams) -> RunResult:
     report_read, report_write = os.pipe2(os.O_CLOEXEC)
-    lifeline_read, lifeline_write = os.pipe2(os.O_CLOEXEC)
     streams.watch_report(report_read)
     channels = streams.channels(report_write)
-    child_ends = (report_write, lifeline_read, *streams.child_ends)
-    # Blocked across the clone so that no signal finds the child with sandbx's
-    # handlers, nor the caller before its handlers know the child.
-    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTING_SIGNALS)
+    child_ends = (report_write, *streams.child_ends)
+    # Blocked from before the clone to the end of the run: the child must not
+    # meet sandbx's signals before it resets them, and during the run they
+    # arrive through a signalfd the supervisor polls with the child's pipes.
+    previous_mask = SignalSet()
+    set_signal_mask(SIG_BLOCK, _INTERRUPTING_SET, previous_mask)
+    # Set up before the clone: until the child execs, every page the caller
+    # writes is copied for it, so the caller does as little as it can then.
+    supervisor = _Supervisor(streams)
     try:
-        child = clone_into(plan.namespaces)
-    except OSError as exc:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-        for fd in (lifeline_write, *child_ends, *streams.open):
+        try:
+            child, pidfd = clone_into(plan.confinement.namespaces)
+        except OSError as exc:
+            for fd in (*child_ends, *streams.open):
+                os.close(fd)
+            if exc.errno in _USERNS_UNAVAILABLE:
+                return _refused(
+                    FailureReason.UNSUPPORTED,
+                    f"this host refuses an unprivileged user namespace ({exc.strerror}); "
+                    "see `sandbx doctor`",
+                )
+            return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
+        if child == 0:
+            # The child's copy of the report's read end must go before it checks
+            # that sandbx, the only reader left, is alive.
+            for fd in streams.open:
+                os.close(fd)
+            run_command_stage(plan, channels)
+        for fd in child_ends:
             os.close(fd)
-        if exc.errno in _USERNS_UNAVAILABLE:
-            return _refused(
-                FailureReason.UNSUPPORTED,
-                f"this host refuses an unprivileged user namespace ({exc.strerror}); "
-                "see `sandbx doctor`",
-            )
-        return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
-    if child == 0:
-        for fd in (lifeline_write, *streams.open):
-            os.close(fd)
-        run_command_stage(plan, channels, lifeline_read)
-    for fd in child_ends:
-        os.close(fd)
-    supervisor = _Supervisor(child)
-    previous_handlers = supervisor.take_signals()
-    signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
-    try:
-        status = supervisor.watch(streams, plan.timeout_seconds)
+        status = supervisor.watch(child, pidfd, plan.timeout_seconds)
     finally:
-        for signal_number, handler in previous_handlers.items():
-            signal.signal(signal_number, handler)
-        # The child only needed this to learn that sandbx died; it is dead now.
-        os.close(lifeline_write)
+        supervisor.close()
+        set_signal_mask(SIG_SETMASK, previous_mask)
     failure, degraded = decode(streams.report())
     if supervisor.timed_out:
         failure = Failed(FailureReason.TIMEOUT, f"killed after {plan.timeout_seconds:g} s")
@@ -149,7 +170,7 @@ def _spawn_and_supervise(plan: LaunchPlan, streams: _Streams) -> RunResult:
         number = supervisor.interrupted
         failure = Failed(
             FailureReason.INTERRUPTED,
-            f"sandbx received {signal.Signals(number).name}",
+            f"sandbx received {name_of(number)}",
             signal_number=number,
         )
     return RunResult(
@@ -167,52 +188,62 @@ def _refused(reason: FailureReason, detail: str) -> RunResult:
 class _Supervisor:
     """Watches one child: its pipes, its exit, its deadline, and signals sent to sandbx."""
 
-    def __init__(self, child: int) -> None:
-        self.child = child
+    def __init__(self, streams: _Streams) -> None:
+        self.streams = streams
+        self.signals = open_signalfd(_INTERRUPTING_SET)
+        self.pidfd = -1
         self.timed_out = False
         self.interrupted = 0
-
-    def take_signals(self) -> dict[int, _Handler]:
-        previous: dict[int, _Handler] = {}
-        for signal_number in INTERRUPTING_SIGNALS:
-            previous[signal_number] = signal.getsignal(signal_number)
-            signal.signal(signal_number, self._interrupt)
-        return previous
-
-    def _interrupt(self, signal_number: int, _frame: FrameType | None) -> None:
-        if not self.interrupted:
-            self.interrupted = signal_number
-        self._kill()
+        self.poller = select.poll()
+        for fd in (self.signals, *streams.open):
+            self.poller.register(fd, select.POLLIN)
 
     def _kill(self) -> None:
         try:
-            os.kill(self.child, signal.SIGKILL)
+            pidfd_kill(self.pidfd)
         except ProcessLookupError:
-            return  # already reaped
+            return  # already gone
 
-    def watch(self, streams: _Streams, timeout_seconds: float | None) -> int:
+    def _take_signals(self) -> None:
+        number = read_signal(self.signals)
+        while number:
+            if not self.interrupted:
+                self.interrupted = number
+            self._kill()
+            number = read_signal(self.signals)
+
+    def watch(self, child: int, pidfd: int, timeout_seconds: float | None) -> int:
         """Relay and collect until the pipes close and the child is gone; its wait status."""
+        self.pidfd = pidfd
         deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-        pidfd = os.pidfd_open(self.child)
-        poller = select.poll()
-        for fd in (pidfd, *streams.open):
-            poller.register(fd, select.POLLIN)
+        poller = self.poller
+        streams = self.streams
+        poller.register(pidfd, select.POLLIN)
         status: int | None = None
         while status is None or streams.open:
             for fd, _events in poller.poll(self._milliseconds_left(deadline)):
                 if fd == pidfd:
                     # The child is PID 1 of its namespace: by the time it can be
                     # reaped, every process it started is gone too.
-                    _pid, status = os.waitpid(self.child, 0)
+                    _pid, status = os.waitpid(child, 0)
                     poller.unregister(pidfd)
-                    os.close(pidfd)
+                elif fd == self.signals:
+                    self._take_signals()
                 elif not streams.take(fd):
                     poller.unregister(fd)
             if deadline is not None and status is None and time.monotonic() >= deadline:
                 self.timed_out = True
                 deadline = None
                 self._kill()
+        # A signal that came with the child's last breath still ends the run as
+        # interrupted, rather than reaching the caller once the mask is lifted.
+        self._take_signals()
         return status
+
+    def close(self) -> None:
+        os.close(self.signals)
+        if self.pidfd >= 0:
+            os.close(self.pidfd)
 
     @staticmethod
     def _milliseconds_left(deadline: float | None) -> int:

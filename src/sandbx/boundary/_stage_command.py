@@ -13,48 +13,54 @@ leaves with ``os._exit``; nothing runs unconfined by fallback.
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import resource
 import select
-import signal
-from collections.abc import Callable
 
-from sandbx.boundary import _landlock, _seccomp
 from sandbx.boundary._capabilities import drop_every_capability
-from sandbx.boundary._mounts import confine_mounts
-from sandbx.boundary._namespaces import keep_mounts_private, map_caller, mount_own_proc
+from sandbx.boundary._namespaces import keep_mounts_private, mount_own_proc, write_id_maps
 from sandbx.boundary._outcome import FailureReason, StageFailure, send_degraded, send_failed
-from sandbx.boundary._pinned import open_pinned
-from sandbx.boundary._plan import Channels, LaunchPlan, PathRule
+from sandbx.boundary._plan import Channels, Confinement, LaunchPlan
 from sandbx.boundary._resolver import lay_resolver_files
+from sandbx.boundary._signals import SIGHUP, SIGINT, SIGKILL, SIGPIPE, SIGQUIT, SIGTERM, SIGXFSZ
 from sandbx.boundary._syscalls import (
     PR_SET_DUMPABLE,
     PR_SET_NO_NEW_PRIVS,
     PR_SET_PDEATHSIG,
+    SIG_SETMASK,
+    SignalSet,
     close_range_cloexec,
     prctl,
+    restore_default_disposition,
+    set_signal_mask,
 )
 from sandbx.policy import Pin, sha256_of_fd, starts_with_shebang
 
 # Dispositions the Python runtime changed (it ignores SIGPIPE and SIGXFSZ) or
 # that sandbx set; an ignored signal would survive execve(2).
 _SIGNALS_TO_RESET = (
-    signal.SIGPIPE,
-    signal.SIGXFSZ,
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGHUP,
-    signal.SIGQUIT,
+    SIGPIPE,
+    SIGXFSZ,
+    SIGINT,
+    SIGTERM,
+    SIGHUP,
+    SIGQUIT,
 )
+
+_NO_SIGNALS = SignalSet()
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import NoReturn
+    from collections.abc import Callable
+    from typing import NoReturn, ParamSpec
+
+    _P = ParamSpec("_P")
 
 
-def run_command_stage(plan: LaunchPlan, channels: Channels, lifeline: int) -> NoReturn:
+def run_command_stage(plan: LaunchPlan, channels: Channels) -> NoReturn:
     try:
-        _confine_and_exec(plan, channels, lifeline)
+        _confine_and_exec(plan, channels)
     except StageFailure as failure:
         send_failed(channels.report, failure.reason, failure.detail)
     except BaseException as exc:  # noqa: BLE001 - nothing may escape a forked child
@@ -63,64 +69,65 @@ def run_command_stage(plan: LaunchPlan, channels: Channels, lifeline: int) -> No
         os._exit(127)
 
 
-def _confine_and_exec(plan: LaunchPlan, channels: Channels, lifeline: int) -> None:
-    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    _exit_if_supervisor_gone(lifeline)
+def _confine_and_exec(plan: LaunchPlan, channels: Channels) -> None:
+    # A collection would write to every object it walks, and each page written
+    # here is a copy-on-write fault; the child lives a millisecond and execs.
+    gc.disable()
+    prctl(PR_SET_PDEATHSIG, SIGKILL)
+    _exit_if_supervisor_gone(channels.report)
     for signal_number in _SIGNALS_TO_RESET:
-        signal.signal(signal_number, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        restore_default_disposition(signal_number)
+    set_signal_mask(SIG_SETMASK, _NO_SIGNALS)
     for fd, standard in ((channels.stdin, 0), (channels.stdout, 1), (channels.stderr, 2)):
         if fd is not None:
             os.dup2(fd, standard)
-    _step(FailureReason.NAMESPACE_SETUP_FAILED, "mapping the caller's ids", lambda: _map_ids(plan))
+    confinement = plan.confinement
+    _step(FailureReason.NAMESPACE_SETUP_FAILED, "mapping the caller's ids", _map_ids, confinement)
     _set_up_mounts(plan)
-    rule_fds = [_open_pinned_grant(rule) for rule in plan.path_rules]
-    resolver_fds = _lay_resolver(plan)
+    rule_fds = confinement.ruleset.open_paths()
+    resolver_fds = _lay_resolver(confinement)
     _drop_privileges(channels)
-    _apply_landlock(plan, rule_fds, resolver_fds)
-    program_fd = None if plan.pin is None else _checked_pin(plan.pin)
-    _step(
-        FailureReason.SECCOMP,
-        "installing the seccomp filter",
-        lambda: _seccomp.install(plan.seccomp),
-    )
+    _step(FailureReason.LANDLOCK, "Landlock", confinement.ruleset.enforce, rule_fds, resolver_fds)
+    program_fd = None if confinement.pin is None else _checked_pin(confinement.pin)
+    _step(FailureReason.SECCOMP, "installing the seccomp filter", confinement.seccomp.install)
     close_range_cloexec(3)
     _exec(plan, program_fd)
 
 
-def _map_ids(plan: LaunchPlan) -> None:
+def _map_ids(confinement: Confinement) -> None:
     # A non-dumpable process's /proc/self files belong to root, so the id maps
     # could not be written; the child is dumpable only for these writes.
     prctl(PR_SET_DUMPABLE, 1)
-    map_caller(plan.uid, plan.gid)
+    write_id_maps(confinement.id_maps)
     prctl(PR_SET_DUMPABLE, 0)
 
 
 def _set_up_mounts(plan: LaunchPlan) -> None:
+    confinement = plan.confinement
     keep_mounts_private()
-    if plan.mount_proc:
+    if confinement.mount_proc:
         _step(FailureReason.NAMESPACE_SETUP_FAILED, "mounting the sandbox's /proc", mount_own_proc)
     _step(
         FailureReason.NAMESPACE_SETUP_FAILED,
         "making mounts read-only and no-exec outside the grants",
-        lambda: confine_mounts(plan.mounts),
+        confinement.mounts.apply,
     )
     # The working directory still names the mount it was entered through; a
     # write grant's new mount covers it only once the path is resolved again.
     _step(
         FailureReason.NAMESPACE_SETUP_FAILED,
         "entering the working directory again",
-        lambda: os.chdir(plan.working_directory),
+        os.chdir,
+        plan.working_directory,
     )
 
 
-def _lay_resolver(plan: LaunchPlan) -> list[int]:
+def _lay_resolver(confinement: Confinement) -> list[int]:
     """With --allow-dns, the laid files opened for Landlock read rules: no /etc grant needed."""
-    if plan.resolver is None:
+    if confinement.resolver is None:
         return []
-    resolver = plan.resolver
     try:
-        laid = lay_resolver_files(resolver)
+        laid = lay_resolver_files(confinement.resolver)
     except OSError as exc:
         raise StageFailure(
             FailureReason.NAMESPACE_SETUP_FAILED,
@@ -144,7 +151,7 @@ def _drop_privileges(channels: Channels) -> None:
 
 
 def _exec(plan: LaunchPlan, program_fd: int | None) -> None:
-    environment = dict(plan.environment)
+    environment = plan.confinement.environment
     try:
         if program_fd is not None:
             os.execve(program_fd, plan.argv, environment)
@@ -156,45 +163,30 @@ def _exec(plan: LaunchPlan, program_fd: int | None) -> None:
         ) from exc
 
 
-def _exit_if_supervisor_gone(lifeline: int) -> None:
+def _exit_if_supervisor_gone(report: int) -> None:
+    """Leave if sandbx died before the parent-death signal was armed.
+
+    The child is PID 1 of its namespace, so getppid() tells it nothing. But
+    sandbx holds the only read end of the report pipe (the child closed its
+    copy), and poll(2) flags a pipe's write end with POLLERR once no reader is left.
+    """
     poller = select.poll()
-    poller.register(lifeline, select.POLLIN)
+    poller.register(report, 0)
     if poller.poll(0):
         os._exit(1)
-    os.close(lifeline)
 
 
-def _step(reason: FailureReason, what: str, action: Callable[[], None]) -> None:
+def _step(
+    reason: FailureReason,
+    what: str,
+    action: Callable[_P, object],
+    *args: _P.args,
+    **kwargs: _P.kwargs,
+) -> None:
     try:
-        action()
+        action(*args, **kwargs)
     except OSError as exc:
         raise StageFailure(reason, f"{what}: {exc.strerror}") from exc
-
-
-def _open_pinned_grant(rule: PathRule) -> int:
-    grant = rule.grant
-    return open_pinned(
-        grant.path, device=grant.device, inode=grant.inode, on_procfs=grant.on_procfs
-    )
-
-
-def _apply_landlock(plan: LaunchPlan, rule_fds: list[int], resolver_fds: list[int]) -> None:
-    try:
-        ruleset = _landlock.create_ruleset(plan.handled)
-        for rule, fd in zip(plan.path_rules, rule_fds, strict=True):
-            if rule.rights:
-                _landlock.add_path_rule(ruleset, fd, rule.rights)
-            os.close(fd)
-        for fd in resolver_fds:
-            _landlock.add_path_rule(ruleset, fd, _landlock.FS_READ_FILE)
-            os.close(fd)
-        for port in plan.port_rules:
-            _landlock.add_port_rule(
-                ruleset, port, _landlock.NET_BIND_TCP | _landlock.NET_CONNECT_TCP
-            )
-        _landlock.restrict_self(ruleset)
-    except OSError as exc:
-        raise StageFailure(FailureReason.LANDLOCK, f"Landlock: {exc.strerror}") from exc
 
 
 def _checked_pin(pin: Pin) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import sys
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -74,6 +75,18 @@ RESOLVE_NO_MAGICLINKS = 0x02
 CLOSE_RANGE_CLOEXEC = 1 << 2
 
 
+# The same syscall(3) with every argument a C long, for the spawn's hot path:
+# its callers pass integers and the addresses of buffers prepared before the
+# fork, so a call builds no argument objects (each object the child touches
+# costs it a copy-on-write page fault). glibc's syscall(3) is variadic, but on
+# x86_64 and aarch64 variadic integer arguments travel in the same registers as
+# fixed ones, and it only moves them into place, so a fixed prototype reaches
+# it intact.
+_syscall_longs = ctypes.CFUNCTYPE(ctypes.c_long, *[ctypes.c_long] * 7, use_errno=True)(
+    ("syscall", _libc)
+)
+
+
 def _checked(result: int) -> int:
     if result == -1:
         errno = ctypes.get_errno()
@@ -88,8 +101,29 @@ def syscall(number: int, *args: int | bytes | ctypes.c_void_p) -> int:
     return _checked(int(_libc.syscall(ctypes.c_long(number), *converted)))
 
 
+def syscall_longs(number: int, *args: int) -> int:
+    """Like ``syscall``, for at most six integer arguments (pointers as addresses)."""
+    return _checked(_syscall_longs(number, *args, *_ZEROS[len(args) :]))
+
+
+_ZEROS = (0,) * 6
+
+
+def c_buffer(data: bytes) -> tuple[ctypes.Array[ctypes.c_char], int]:
+    """A NUL-terminated C copy of ``data`` and its address; keep the buffer alive while in use."""
+    buffer = ctypes.create_string_buffer(data)
+    return buffer, ctypes.addressof(buffer)
+
+
 def prctl(option: int, arg2: int = 0, arg3: int = 0, arg4: int = 0, arg5: int = 0) -> int:
     return _checked(_libc.prctl(option, arg2, arg3, arg4, arg5))
+
+
+def prctl_errno(option: int, arg2: int = 0) -> int:
+    """prctl(2) that reports failure as its errno (0 for success) instead of raising."""
+    if _libc.prctl(option, arg2, 0, 0, 0) == -1:
+        return ctypes.get_errno()
+    return 0
 
 
 def unshare(flags: int) -> None:
@@ -153,4 +187,67 @@ def openat2(path: str, flags: int, resolve: int) -> int:
 
 
 def close_range_cloexec(first: int) -> None:
-    syscall(SYS_CLOSE_RANGE, first, 0xFFFFFFFF, CLOSE_RANGE_CLOEXEC)
+    syscall_longs(SYS_CLOSE_RANGE, first, 0xFFFFFFFF, CLOSE_RANGE_CLOEXEC)
+
+
+# include/uapi/linux/signalfd.h: the flags are O_CLOEXEC and O_NONBLOCK.
+_SFD_CLOEXEC = os.O_CLOEXEC
+_SFD_NONBLOCK = os.O_NONBLOCK
+# struct signalfd_siginfo is 128 bytes; ssi_signo, a u32, comes first.
+_SIGNALFD_SIGINFO_SIZE = 128
+_libc.signalfd.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_int]
+
+
+_libc.sigprocmask.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+_libc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]
+_libc.signal.restype = ctypes.c_void_p
+SIG_BLOCK = 0
+SIG_SETMASK = 2
+
+
+class SignalSet:
+    """A C ``sigset_t`` (glibc's is 1024 bits; signal n is bit n - 1).
+
+    The spawn path changes masks through these rather than ``signal.pthread_sigmask``,
+    which turns each old mask into a set of enum members: Python objects touched
+    while a copy-on-write child is alive.
+    """
+
+    __slots__ = ("_words", "address")
+
+    def __init__(self, signals: frozenset[int] = frozenset()) -> None:
+        self._words = (ctypes.c_ulong * (1024 // (8 * ctypes.sizeof(ctypes.c_ulong))))()
+        for number in signals:
+            self._words[0] |= 1 << (number - 1)
+        self.address = ctypes.addressof(self._words)
+
+
+def set_signal_mask(how: int, signals: SignalSet, previous: SignalSet | None = None) -> None:
+    """sigprocmask(2) on the calling thread, the only one: the caller is single-threaded."""
+    _checked(
+        _libc.sigprocmask(how, signals.address, None if previous is None else previous.address)
+    )
+
+
+def restore_default_disposition(signal_number: int) -> None:
+    """Back to SIG_DFL, for a child about to exec (Python's own handler table is not updated)."""
+    if _libc.signal(signal_number, 0) == _SIG_ERR:
+        errno = ctypes.get_errno()
+        raise OSError(errno, os.strerror(errno))
+
+
+_SIG_ERR = ctypes.c_void_p(-1).value
+
+
+def open_signalfd(signals: SignalSet) -> int:
+    """A non-blocking descriptor that reads ``signals`` while they are blocked."""
+    return _checked(_libc.signalfd(-1, signals.address, _SFD_CLOEXEC | _SFD_NONBLOCK))
+
+
+def read_signal(signal_fd: int) -> int:
+    """The number of the next signal waiting on ``signal_fd``, or 0 when none is."""
+    try:
+        info = os.read(signal_fd, _SIGNALFD_SIGINFO_SIZE)
+    except BlockingIOError:
+        return 0
+    return int.from_bytes(info[:4], sys.byteorder)

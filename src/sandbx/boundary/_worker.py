@@ -17,7 +17,7 @@ from sandbx.boundary import _landlock, _seccomp
 from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
 from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import StageFailure
-from sandbx.boundary._pinned import open_pinned
+from sandbx.boundary._pinned import PinnedPath
 from sandbx.boundary._spawn import INTERRUPTING_SIGNALS
 from sandbx.boundary._syscalls import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 from sandbx.policy import Access, Network, Policy
@@ -100,17 +100,26 @@ def _confine(policy: Policy) -> None:
         msg = f"Landlock ABI {abi} is below {_landlock.MINIMUM_ABI}"
         raise OSError(0, msg)
     handled = _landlock.handled_for_run(abi, Network())
-    ruleset = _landlock.create_ruleset(handled)
-    for grant in policy.grants:
-        access = Access.READ if grant.access is Access.EXECUTE else grant.access
-        rights = _landlock.rights_for(access, is_directory=grant.is_directory, handled=handled)
-        fd = open_pinned(
-            grant.path, device=grant.device, inode=grant.inode, on_procfs=grant.on_procfs
-        )
-        try:
-            _landlock.add_path_rule(ruleset, fd, rights)
-        finally:
-            os.close(fd)
+    ruleset = _landlock.PreparedRuleset(
+        handled,
+        tuple(
+            (
+                PinnedPath(
+                    grant.path,
+                    device=grant.device,
+                    inode=grant.inode,
+                    on_procfs=grant.on_procfs,
+                ),
+                _landlock.rights_for(
+                    Access.READ if grant.access is Access.EXECUTE else grant.access,
+                    is_directory=grant.is_directory,
+                    handled=handled,
+                ),
+            )
+            for grant in policy.grants
+        ),
+    )
+    path_fds = ruleset.open_paths()
     prctl(PR_SET_NO_NEW_PRIVS, 1)
-    _landlock.restrict_self(ruleset)
+    ruleset.enforce(path_fds, [])
     _seccomp.install(_seccomp.compile_filter(_seccomp.FilterOptions(file_worker=True)))

@@ -10,10 +10,12 @@ than the rest of sandbox-run's start-up.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from sandbx._value import value
 from sandbx.errors import UsageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 
 @value

@@ -7,11 +7,11 @@ never printed. ``ANTHROPIC_API_KEY`` in the environment wins over the file.
 
 from __future__ import annotations
 
-import enum
 import os
 import tomllib
 from collections.abc import Mapping
 
+from sandbx._enum import Enum
 from sandbx._private_files import (
     NotPrivate,
     check_private,
@@ -24,7 +24,7 @@ from sandbx.errors import SandbxError
 from sandbx.policy import credential_file
 
 
-class KeySource(enum.Enum):
+class KeySource(Enum):
     ENVIRONMENT = "the environment (ANTHROPIC_API_KEY)"
     FILE = "the credential file"
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 
 from sandbx._value import value
 from sandbx.errors import GrantPathUnusable, GrantReachesOwnedPath, UsageError
@@ -29,6 +28,10 @@ from sandbx.policy._network import derive_network, resolver_files
 from sandbx.policy._owned import OwnedPath, owned_paths
 from sandbx.policy._paths import is_within, overlaps, same_file
 from sandbx.policy._pin import parse_digest, vet_pin
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 SYSTEM_FLOOR = ("/usr", "/bin", "/lib", "/lib64")
 _PROCFS_ROOT = "/proc"

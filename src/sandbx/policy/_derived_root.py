@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable, Mapping
 
 from sandbx.errors import DerivedRootRefused
 from sandbx.policy._paths import canonical, is_within, overlaps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 HOME_BASES = ("/home", "/Users", "/var/home", "/usr/home", "/export/home")
 SYSTEM_BINARY_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")

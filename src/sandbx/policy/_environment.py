@@ -7,9 +7,11 @@ never logged; only the count of granted names is.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from sandbx.errors import EnvironmentNameRefused
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
 
 DEFAULT_ENV_NAMES = ("PATH", "HOME", "TERM", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 

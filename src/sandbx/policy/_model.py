@@ -7,14 +7,13 @@ refusals cannot reach the boundary.
 
 from __future__ import annotations
 
-import enum
-
+from sandbx._enum import Enum
 from sandbx._value import value
 
 _VETTING_TOKEN = object()
 
 
-class Access(enum.Enum):
+class Access(Enum):
     """One axis of a path grant. Write implies read; execute implies read."""
 
     READ = "read"
@@ -26,7 +25,7 @@ class Access(enum.Enum):
         return f"--allow-{'exec' if self is Access.EXECUTE else self.value}"
 
 
-class GrantOrigin(enum.Enum):
+class GrantOrigin(Enum):
     SYSTEM_FLOOR = "system floor"
     WORKING_DIRECTORY = "working directory"
     FLAG = "flag"
@@ -53,7 +52,7 @@ class VettedGrant:
             raise TypeError(msg)
 
 
-class NetworkKind(enum.Enum):
+class NetworkKind(Enum):
     """``denied``: an empty network namespace. ``any``: the host's, every port and protocol.
     ``ports``: the host's, TCP on the listed ports alone."""
 

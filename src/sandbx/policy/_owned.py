@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Mapping
 
 from sandbx._value import value
 from sandbx.policy._paths import canonical
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 @value

@@ -7,11 +7,11 @@ API has no type for; the JSON form lives in ``_script_json``.
 
 from __future__ import annotations
 
-import enum
 import json
 import math
 from collections.abc import Iterable, Mapping
 
+from sandbx._enum import Enum
 from sandbx._exhaustive import unreachable
 from sandbx._value import value
 
@@ -20,7 +20,7 @@ class ScriptInvalid(ValueError):
     """A script entry that cannot be followed as written; the message says where and why."""
 
 
-class StopReason(enum.Enum):
+class StopReason(Enum):
     """Why the model stopped: ``stop_reason`` of the Messages API."""
 
     END_TURN = "end_turn"

@@ -7,9 +7,9 @@ the confined worker (or, for ``bash``, in the sandbox).
 
 from __future__ import annotations
 
-import enum
 import os
 
+from sandbx._enum import Enum
 from sandbx._value import value
 from sandbx.policy import Access, Policy, is_within
 
@@ -20,7 +20,7 @@ class ToolArgumentError(ValueError):
     """The model called a tool with arguments it does not take; the model is told."""
 
 
-class AccessKind(enum.Enum):
+class AccessKind(Enum):
     ALLOWED = "allowed"
     ABSENT = "absent"
     DENIED = "denied"
