@@ -49,6 +49,8 @@ else:
             return enum_class
 
         def __call__(cls, value: object) -> object:
+            if isinstance(value, cls):
+                return value
             try:
                 return cls._by_value_[value]
             except (KeyError, TypeError):

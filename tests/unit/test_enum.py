@@ -12,6 +12,7 @@ from sandbx.policy import Access
 
 def test_members_are_singletons_found_by_value_and_by_name() -> None:
     assert Access("read") is Access.READ
+    assert Access(Access.READ) is Access.READ
     assert Access["WRITE"] is Access.WRITE
     assert Access.READ.name == "READ"
     assert Access.READ.value == "read"

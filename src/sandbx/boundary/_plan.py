@@ -95,12 +95,14 @@ class LaunchPlan:
 
 @value
 class Channels:
-    """Descriptors the child inherits: where to report, and where its standard streams go."""
+    """Descriptors the child inherits: where to report, where its standard streams go,
+    and, for a prepared sandbox, where its command will come from."""
 
     report: int
     stdin: int | None = None
     stdout: int | None = None
     stderr: int | None = None
+    command: int | None = None
 
 
 _FILTERS: dict[FilterOptions, CompiledFilter] = {}

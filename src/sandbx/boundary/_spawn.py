@@ -1,22 +1,21 @@
 """Run one command under a policy: clone the sandboxed child, supervise it, report how it ended.
 
-The caller must be single-threaded; the agent's spawner process will call this
-same function for its tool calls. The caller is the supervisor: it enforces
-``--timeout``, turns SIGINT, SIGTERM, SIGHUP and SIGQUIT into the end of the
-run, and relays the command's stderr (when stderr is not a terminal) so that no
-line the command writes can pass for an audit record. The child is PID 1 of its
-pid namespace, so killing it kills everything it started, and the kernel has
-done so before ``waitpid`` returns (pid_namespaces(7)).
+The caller must be single-threaded; the agent's spawner process is such a
+caller, and runs its tool calls through ``PreparedSandbox``: the clone made,
+and the child confining itself, before the command is known. The caller is
+the supervisor: it enforces ``--timeout``, turns SIGINT, SIGTERM, SIGHUP and
+SIGQUIT into the end of the run, and relays the command's stderr (when stderr
+is not a terminal) so that no line the command writes can pass for an audit
+record. The child is PID 1 of its pid namespace, so killing it kills
+everything it started, and the kernel has done so before ``waitpid`` returns
+(pid_namespaces(7)).
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import select
-import time
 
-from sandbx._fdio import write_all
 from sandbx._value import value
 from sandbx.boundary._clone import clone_into, ensure_single_threaded
 from sandbx.boundary._landlock import MINIMUM_ABI, abi_version
@@ -28,29 +27,23 @@ from sandbx.boundary._outcome import (
     decode,
     exit_code_of,
 )
-from sandbx.boundary._plan import Channels, LaunchPlan, build_plan
+from sandbx.boundary._plan import LaunchPlan, build_plan
 from sandbx.boundary._seccomp import is_supported_machine
-from sandbx.boundary._signals import SIGHUP, SIGINT, SIGQUIT, SIGTERM, name_of, pidfd_kill
+from sandbx.boundary._signals import name_of
 from sandbx.boundary._stage_command import run_command_stage
-from sandbx.boundary._stderr_guard import Defang, StderrGuard
+from sandbx.boundary._stderr_guard import StderrGuard
+from sandbx.boundary._streams import Streams
+from sandbx.boundary._supervisor import INTERRUPTING_SET, Supervisor
 from sandbx.boundary._syscalls import (
     MACHINE,
     PR_SET_DUMPABLE,
     SIG_BLOCK,
     SIG_SETMASK,
     SignalSet,
-    open_signalfd,
     prctl,
-    read_signal,
     set_signal_mask,
 )
 from sandbx.policy import Command, Policy
-
-_READ_CHUNK = 65536
-
-# Signals that end a run early: each kills the sandbox and is relayed as 128+n.
-INTERRUPTING_SIGNALS = frozenset({SIGINT, SIGTERM, SIGHUP, SIGQUIT})
-_INTERRUPTING_SET = SignalSet(INTERRUPTING_SIGNALS)
 
 # Errors of clone(CLONE_NEWUSER) that mean "this host does not allow it": EPERM
 # (a sysctl or an LSM such as AppArmor refuses), ENOSPC (max_user_namespaces is
@@ -79,6 +72,192 @@ def run_sandboxed(
     relayed through ``stderr_guard`` when it is not a terminal); with ``capture``
     its output is collected into the result instead.
     """
+    refusal = _refusal_on_this_host()
+    if refusal is not None:
+        return refusal
+    plan = build_plan(policy, command, abi=_landlock_abi(), timeout_seconds=timeout_seconds)
+    ensure_single_threaded()
+    _become_undumpable()
+    if capture is not None:
+        streams = Streams.capturing(capture.limit)
+    elif stderr_guard is not None and not os.isatty(2):
+        streams = Streams.relaying(stderr_guard)
+    else:
+        streams = Streams.plain()
+    # Blocked from before the clone to the end of the run: the child must not
+    # meet sandbx's signals before it resets them, and during the run they
+    # arrive through the supervisor's signalfd.
+    previous_mask = SignalSet()
+    set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
+    try:
+        launched = _Launched.clone(plan, streams)
+        if isinstance(launched, RunResult):
+            return launched
+        return launched.finish(plan.timeout_seconds)
+    finally:
+        set_signal_mask(SIG_SETMASK, previous_mask)
+
+
+class PreparedSandbox:
+    """A sandbox made ahead of its command: cloned, confining itself, then waiting.
+
+    The spawner keeps one ready between tool calls, so a call pays for sending
+    its command and for the run, while the clone and the confinement happened
+    as the model was thinking. The child reads its command only after every
+    step of the confinement, seccomp included, and execs it as ``run_sandboxed``
+    would; one that dies first reports why, and ``run`` returns that.
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self._refusal = _refusal_on_this_host()
+        self._launched: _Launched | None = None
+        self._command_write = -1
+        if self._refusal is not None:
+            return
+        ensure_single_threaded()
+        _become_undumpable()
+        plan = build_plan(policy, _COMMAND_TO_COME, abi=_landlock_abi())
+        streams = Streams.capturing(0)
+        command_read, self._command_write = os.pipe2(os.O_CLOEXEC)
+        os.set_blocking(self._command_write, False)
+        previous_mask = SignalSet()
+        set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
+        try:
+            launched = _Launched.clone(
+                plan, streams, command=command_read, parent_only=(self._command_write,)
+            )
+        finally:
+            set_signal_mask(SIG_SETMASK, previous_mask)
+            os.close(command_read)
+        if isinstance(launched, RunResult):
+            self._refusal = launched
+            os.close(self._command_write)
+            self._command_write = -1
+        else:
+            self._launched = launched
+
+    def run(self, argv: tuple[str, ...], *, timeout_seconds: float, output_limit: int) -> RunResult:
+        """Send ``argv`` and supervise the run; once only."""
+        launched, self._launched = self._launched, None
+        if launched is None:
+            return self._refusal or _refused(FailureReason.SPAWN_FAILED, "already run")
+        command_write, self._command_write = self._command_write, -1
+        if not argv or any("\0" in word for word in argv):
+            launched.discard(command_write)
+            return _refused(FailureReason.EXEC_FAILED, "a command word is empty or holds a NUL")
+        launched.streams.limit_capture(output_limit)
+        previous_mask = SignalSet()
+        set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
+        try:
+            return launched.finish(
+                timeout_seconds,
+                command=b"\0".join(os.fsencode(word) for word in argv),
+                command_fd=command_write,
+            )
+        finally:
+            set_signal_mask(SIG_SETMASK, previous_mask)
+
+    def discard(self) -> None:
+        """End the waiting child unused."""
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            launched.discard(self._command_write)
+            self._command_write = -1
+
+
+# The plan of a prepared sandbox has no command yet; the child receives it.
+_COMMAND_TO_COME = Command(argv=())
+
+
+class _Launched:
+    """A cloned child, its pipes and its supervisor, until the run is finished."""
+
+    def __init__(self, plan: LaunchPlan, streams: Streams, supervisor: Supervisor) -> None:
+        self.plan = plan
+        self.streams = streams
+        self.supervisor = supervisor
+
+    @classmethod
+    def clone(
+        cls,
+        plan: LaunchPlan,
+        streams: Streams,
+        *,
+        command: int | None = None,
+        parent_only: tuple[int, ...] = (),
+    ) -> _Launched | RunResult:
+        """Clone the child; the caller has blocked the interrupting signals."""
+        report_read, report_write = os.pipe2(os.O_CLOEXEC)
+        streams.watch_report(report_read)
+        channels = streams.channels(report_write, command)
+        child_ends = (report_write, *streams.child_ends)
+        supervisor = Supervisor(streams)
+        try:
+            child, pidfd = clone_into(plan.confinement.namespaces)
+        except OSError as exc:
+            supervisor.close()
+            for fd in (*child_ends, *streams.open):
+                os.close(fd)
+            if exc.errno in _USERNS_UNAVAILABLE:
+                return _refused(
+                    FailureReason.UNSUPPORTED,
+                    f"this host refuses an unprivileged user namespace ({exc.strerror}); "
+                    "see `sandbx doctor`",
+                )
+            return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
+        if child == 0:
+            # The child's copy of the report's read end must go before it checks
+            # that sandbx, the only reader left, is alive; its copy of the
+            # command's write end before it waits for the end of the command.
+            for fd in (*streams.open, *parent_only):
+                os.close(fd)
+            run_command_stage(plan, channels)
+        for fd in child_ends:
+            os.close(fd)
+        supervisor.adopt(child, pidfd)
+        return cls(plan, streams, supervisor)
+
+    def finish(
+        self,
+        timeout_seconds: float | None,
+        *,
+        command: bytes = b"",
+        command_fd: int = -1,
+    ) -> RunResult:
+        supervisor = self.supervisor
+        try:
+            status = supervisor.watch(timeout_seconds, command=command, command_fd=command_fd)
+        finally:
+            supervisor.close()
+        failure, degraded = decode(self.streams.report())
+        if supervisor.timed_out:
+            failure = Failed(FailureReason.TIMEOUT, f"killed after {timeout_seconds:g} s")
+        elif supervisor.interrupted:
+            number = supervisor.interrupted
+            failure = Failed(
+                FailureReason.INTERRUPTED,
+                f"sandbx received {name_of(number)}",
+                signal_number=number,
+            )
+        return RunResult(
+            failure or Exited(exit_code_of(status)),
+            self.plan.confinement.degraded + degraded,
+            output=self.streams.output(),
+            output_dropped=self.streams.dropped,
+        )
+
+    def discard(self, command_fd: int) -> None:
+        if command_fd >= 0:
+            os.close(command_fd)  # end of file, before any command: the child leaves
+        self.supervisor.kill()
+        os.waitpid(self.supervisor.child, 0)
+        self.supervisor.close()
+        for fd in tuple(self.streams.open):
+            os.close(fd)
+            self.streams.open.discard(fd)
+
+
+def _refusal_on_this_host() -> RunResult | None:
     abi = _landlock_abi()
     if abi < MINIMUM_ABI:
         return _refused(
@@ -88,22 +267,7 @@ def run_sandboxed(
         )
     if not is_supported_machine():
         return _refused(FailureReason.UNSUPPORTED, f"no seccomp syscall table for {MACHINE}")
-    plan = build_plan(policy, command, abi=abi, timeout_seconds=timeout_seconds)
-    ensure_single_threaded()
-    _become_undumpable()
-    if capture is not None:
-        streams = _Streams.capturing(capture.limit)
-    elif stderr_guard is not None and not os.isatty(2):
-        streams = _Streams.relaying(stderr_guard)
-    else:
-        streams = _Streams.plain()
-    result = _spawn_and_supervise(plan, streams)
-    return RunResult(
-        result.outcome,
-        plan.confinement.degraded + result.degraded,
-        output=result.output,
-        output_dropped=result.output_dropped,
-    )
+    return None
 
 
 _ONCE: dict[str, int] = {}
@@ -125,205 +289,5 @@ def _become_undumpable() -> None:
         _ONCE["undumpable"] = os.getpid()
 
 
-def _spawn_and_supervise(plan: LaunchPlan, streams: _Streams) -> RunResult:
-    report_read, report_write = os.pipe2(os.O_CLOEXEC)
-    streams.watch_report(report_read)
-    channels = streams.channels(report_write)
-    child_ends = (report_write, *streams.child_ends)
-    # Blocked from before the clone to the end of the run: the child must not
-    # meet sandbx's signals before it resets them, and during the run they
-    # arrive through a signalfd the supervisor polls with the child's pipes.
-    previous_mask = SignalSet()
-    set_signal_mask(SIG_BLOCK, _INTERRUPTING_SET, previous_mask)
-    # Set up before the clone: until the child execs, every page the caller
-    # writes is copied for it, so the caller does as little as it can then.
-    supervisor = _Supervisor(streams)
-    try:
-        try:
-            child, pidfd = clone_into(plan.confinement.namespaces)
-        except OSError as exc:
-            for fd in (*child_ends, *streams.open):
-                os.close(fd)
-            if exc.errno in _USERNS_UNAVAILABLE:
-                return _refused(
-                    FailureReason.UNSUPPORTED,
-                    f"this host refuses an unprivileged user namespace ({exc.strerror}); "
-                    "see `sandbx doctor`",
-                )
-            return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
-        if child == 0:
-            # The child's copy of the report's read end must go before it checks
-            # that sandbx, the only reader left, is alive.
-            for fd in streams.open:
-                os.close(fd)
-            run_command_stage(plan, channels)
-        for fd in child_ends:
-            os.close(fd)
-        status = supervisor.watch(child, pidfd, plan.timeout_seconds)
-    finally:
-        supervisor.close()
-        set_signal_mask(SIG_SETMASK, previous_mask)
-    failure, degraded = decode(streams.report())
-    if supervisor.timed_out:
-        failure = Failed(FailureReason.TIMEOUT, f"killed after {plan.timeout_seconds:g} s")
-    elif supervisor.interrupted:
-        number = supervisor.interrupted
-        failure = Failed(
-            FailureReason.INTERRUPTED,
-            f"sandbx received {name_of(number)}",
-            signal_number=number,
-        )
-    return RunResult(
-        failure or Exited(exit_code_of(status)),
-        degraded,
-        output=streams.output(),
-        output_dropped=streams.dropped,
-    )
-
-
 def _refused(reason: FailureReason, detail: str) -> RunResult:
     return RunResult(Failed(reason, detail), ())
-
-
-class _Supervisor:
-    """Watches one child: its pipes, its exit, its deadline, and signals sent to sandbx."""
-
-    def __init__(self, streams: _Streams) -> None:
-        self.streams = streams
-        self.signals = open_signalfd(_INTERRUPTING_SET)
-        self.pidfd = -1
-        self.timed_out = False
-        self.interrupted = 0
-        self.poller = select.poll()
-        for fd in (self.signals, *streams.open):
-            self.poller.register(fd, select.POLLIN)
-
-    def _kill(self) -> None:
-        try:
-            pidfd_kill(self.pidfd)
-        except ProcessLookupError:
-            return  # already gone
-
-    def _take_signals(self) -> None:
-        number = read_signal(self.signals)
-        while number:
-            if not self.interrupted:
-                self.interrupted = number
-            self._kill()
-            number = read_signal(self.signals)
-
-    def watch(self, child: int, pidfd: int, timeout_seconds: float | None) -> int:
-        """Relay and collect until the pipes close and the child is gone; its wait status."""
-        self.pidfd = pidfd
-        deadline = None if timeout_seconds is None else time.monotonic() + timeout_seconds
-        poller = self.poller
-        streams = self.streams
-        poller.register(pidfd, select.POLLIN)
-        status: int | None = None
-        while status is None or streams.open:
-            for fd, _events in poller.poll(self._milliseconds_left(deadline)):
-                if fd == pidfd:
-                    # The child is PID 1 of its namespace: by the time it can be
-                    # reaped, every process it started is gone too.
-                    _pid, status = os.waitpid(child, 0)
-                    poller.unregister(pidfd)
-                elif fd == self.signals:
-                    self._take_signals()
-                elif not streams.take(fd):
-                    poller.unregister(fd)
-            if deadline is not None and status is None and time.monotonic() >= deadline:
-                self.timed_out = True
-                deadline = None
-                self._kill()
-        # A signal that came with the child's last breath still ends the run as
-        # interrupted, rather than reaching the caller once the mask is lifted.
-        self._take_signals()
-        return status
-
-    def close(self) -> None:
-        os.close(self.signals)
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-
-    @staticmethod
-    def _milliseconds_left(deadline: float | None) -> int:
-        if deadline is None:
-            return -1
-        return max(0, int((deadline - time.monotonic()) * 1000) + 1)
-
-
-class _Streams:
-    """The pipes of one run: the report (collected), and the command's output, which is
-    either relayed to sandbx's stderr through the guard, captured up to a limit, or
-    not piped at all (the command writes to sandbx's own descriptors)."""
-
-    def __init__(
-        self, *, guard: StderrGuard | None = None, capture_limit: int | None = None
-    ) -> None:
-        self._report_fd = -1
-        self._report = bytearray()
-        self._defang = None if guard is None else Defang(guard)
-        self._capture_limit = capture_limit
-        self._captured = bytearray()
-        self.dropped = 0
-        self.open: set[int] = set()
-        self.child_ends: tuple[int, ...] = ()
-        self._output_fd = -1
-        if guard is not None or capture_limit is not None:
-            self._output_fd, output_write = os.pipe2(os.O_CLOEXEC)
-            self.open.add(self._output_fd)
-            self.child_ends = (output_write,)
-            if capture_limit is not None:
-                null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-                self.child_ends = (output_write, null)
-
-    @classmethod
-    def plain(cls) -> _Streams:
-        return cls()
-
-    @classmethod
-    def relaying(cls, guard: StderrGuard) -> _Streams:
-        return cls(guard=guard)
-
-    @classmethod
-    def capturing(cls, limit: int) -> _Streams:
-        return cls(capture_limit=limit)
-
-    def watch_report(self, report_fd: int) -> None:
-        self._report_fd = report_fd
-        self.open.add(report_fd)
-
-    def channels(self, report_write: int) -> Channels:
-        if self._capture_limit is not None:
-            output_write, null = self.child_ends
-            return Channels(
-                report=report_write, stdin=null, stdout=output_write, stderr=output_write
-            )
-        if self.child_ends:
-            return Channels(report=report_write, stderr=self.child_ends[0])
-        return Channels(report=report_write)
-
-    def take(self, fd: int) -> bool:
-        """Read once from ``fd``; False when it reached its end (and is closed)."""
-        chunk = os.read(fd, _READ_CHUNK)
-        if not chunk:
-            self.open.discard(fd)
-            os.close(fd)
-            if fd == self._output_fd and self._defang is not None:
-                write_all(2, self._defang.finish())
-            return False
-        if fd == self._report_fd:
-            self._report += chunk
-        elif self._capture_limit is not None:
-            room = max(0, self._capture_limit - len(self._captured))
-            self._captured += chunk[:room]
-            self.dropped += max(0, len(chunk) - room)
-        elif self._defang is not None:
-            write_all(2, self._defang.feed(chunk))
-        return True
-
-    def report(self) -> bytes:
-        return bytes(self._report)
-
-    def output(self) -> bytes:
-        return bytes(self._captured)

@@ -16,9 +16,10 @@ import signal
 from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
 from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
-from sandbx.boundary._spawn import INTERRUPTING_SIGNALS, Capture, run_sandboxed
+from sandbx.boundary._spawn import PreparedSandbox
+from sandbx.boundary._supervisor import INTERRUPTING_SIGNALS
 from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, prctl
-from sandbx.policy import Command, Policy
+from sandbx.policy import Policy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ class Spawner:
             {"argv": list(argv), "timeout": timeout_seconds, "limit": output_limit},
             ensure_ascii=False,
         ).encode("utf-8", "surrogateescape")
-        header, output = self._helper.exchange(request, replies=2)
+        (answer,) = self._helper.exchange(request)
+        header, _newline, output = answer.partition(b"\n")
         return _result_from(json.loads(header), output)
 
     def interrupt(self) -> None:
@@ -61,31 +63,42 @@ class Spawner:
 
 def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoReturn:
     code = 0
+    prepared: PreparedSandbox | None = None
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)
-        # Idle, a terminal's ctrl-c must not end the spawner; during a run,
-        # run_sandboxed takes these signals and ends the run instead.
+        # Idle, a terminal's ctrl-c must not end the spawner; during a run the
+        # supervisor blocks these signals and ends the run on them instead.
         for signal_number in INTERRUPTING_SIGNALS:
             signal.signal(signal_number, signal.SIG_IGN)
+        prepared = PreparedSandbox(policy)
         while True:
             try:
                 request = json.loads(receive_frame(requests))
             except ChannelClosed:
                 break
-            result = run_sandboxed(
-                policy,
-                Command(argv=tuple(request["argv"])),
-                capture=Capture(limit=int(request["limit"])),
+            result = prepared.run(
+                tuple(request["argv"]),
                 timeout_seconds=float(request["timeout"]),
+                output_limit=int(request["limit"]),
             )
-            send_frame(responses, json.dumps(_header_of(result)).encode())
-            send_frame(responses, result.output)
+            # The next sandbox is cloned once this answer is on its way: it
+            # confines itself while the caller goes back to the model.
+            prepared = None
+            send_frame(responses, _frame_of(result))
+            prepared = PreparedSandbox(policy)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 1
     finally:
+        if prepared is not None:
+            prepared.discard()
         os._exit(code)
+
+
+def _frame_of(result: RunResult) -> bytes:
+    """One frame per answer: the JSON header (which holds no raw newline), a newline, the output."""
+    return json.dumps(_header_of(result)).encode() + b"\n" + result.output
 
 
 def _header_of(result: RunResult) -> dict[str, object]:

@@ -90,8 +90,9 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels) -> None:
     _step(FailureReason.LANDLOCK, "Landlock", confinement.ruleset.enforce, rule_fds, resolver_fds)
     program_fd = None if confinement.pin is None else _checked_pin(confinement.pin)
     _step(FailureReason.SECCOMP, "installing the seccomp filter", confinement.seccomp.install)
+    argv = plan.argv if channels.command is None else _await_command(channels.command)
     close_range_cloexec(3)
-    _exec(plan, program_fd)
+    _exec(argv, confinement.environment, program_fd)
 
 
 def _map_ids(confinement: Confinement) -> None:
@@ -150,16 +151,26 @@ def _drop_privileges(channels: Channels) -> None:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def _exec(plan: LaunchPlan, program_fd: int | None) -> None:
-    environment = plan.confinement.environment
+def _await_command(command: int) -> tuple[str, ...]:
+    """A prepared sandbox, fully confined, waits here for its command: NUL-separated words
+    up to end of file. End of file before any word means it was discarded."""
+    received = bytearray()
+    while chunk := os.read(command, 65536):
+        received += chunk
+    if not received:
+        os._exit(0)
+    return tuple(os.fsdecode(word) for word in bytes(received).split(b"\0"))
+
+
+def _exec(argv: tuple[str, ...], environment: dict[str, str], program_fd: int | None) -> None:
     try:
         if program_fd is not None:
-            os.execve(program_fd, plan.argv, environment)
+            os.execve(program_fd, argv, environment)
         else:
-            os.execvpe(plan.argv[0], plan.argv, environment)
+            os.execvpe(argv[0], argv, environment)
     except OSError as exc:
         raise StageFailure(
-            FailureReason.EXEC_FAILED, f"{plan.argv[0]}: {exc.strerror} [{_errno_name(exc)}]"
+            FailureReason.EXEC_FAILED, f"{argv[0]}: {exc.strerror} [{_errno_name(exc)}]"
         ) from exc
 
 

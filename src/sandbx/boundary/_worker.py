@@ -18,7 +18,7 @@ from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
 from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import StageFailure
 from sandbx.boundary._pinned import PinnedPath
-from sandbx.boundary._spawn import INTERRUPTING_SIGNALS
+from sandbx.boundary._supervisor import INTERRUPTING_SIGNALS
 from sandbx.boundary._syscalls import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
 from sandbx.policy import Access, Network, Policy
 
