@@ -209,3 +209,19 @@ def _wait_for_children_of(pid: int) -> list[int]:
             return [int(child) for child in children]
         time.sleep(0.01)
     return []
+
+
+def test_a_spawner_not_expecting_commands_keeps_no_child_and_still_runs_one(
+    tmp_path: Path,
+) -> None:
+    spawner = Spawner.start(_policy(tmp_path), prepare_ahead=False)
+    try:
+        time.sleep(0.2)
+        pid = spawner_pid(spawner)
+        assert Path(f"/proc/{pid}/task/{pid}/children").read_text().split() == []
+        result = spawner.run(("/bin/sh", "-c", "echo $$"), timeout_seconds=10, output_limit=LIMIT)
+        assert result.outcome == Exited(0), result
+        assert result.output == b"1\n"
+        assert Path(f"/proc/{pid}/task/{pid}/children").read_text().split() == []
+    finally:
+        spawner.close()

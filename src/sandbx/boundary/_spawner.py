@@ -33,11 +33,18 @@ class Spawner:
         self._helper = helper
 
     @classmethod
-    def start(cls, policy: Policy) -> Spawner:
-        """Fork the spawner. Call before the caller starts any thread."""
+    def start(cls, policy: Policy, *, prepare_ahead: bool = True) -> Spawner:
+        """Fork the spawner. Call before the caller starts any thread.
+
+        With ``prepare_ahead`` it keeps the next call's sandbox ready; without
+        (no command is expected, since ``bash`` is not approved) it makes each
+        when asked.
+        """
         return cls(
             HelperProcess.fork(
-                lambda requests, responses, parent: _serve(policy, requests, responses, parent)
+                lambda requests, responses, parent: _serve(
+                    policy, requests, responses, parent, prepare_ahead=prepare_ahead
+                )
             )
         )
 
@@ -61,7 +68,9 @@ class Spawner:
         self._helper.close()
 
 
-def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoReturn:
+def _serve(
+    policy: Policy, requests: int, responses: int, parent: int, *, prepare_ahead: bool
+) -> NoReturn:
     code = 0
     prepared: PreparedSandbox | None = None
     try:
@@ -72,12 +81,14 @@ def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoRetu
         # supervisor blocks these signals and ends the run on them instead.
         for signal_number in INTERRUPTING_SIGNALS:
             signal.signal(signal_number, signal.SIG_IGN)
-        prepared = PreparedSandbox(policy)
+        prepared = PreparedSandbox(policy) if prepare_ahead else None
         while True:
             try:
                 request = json.loads(receive_frame(requests))
             except ChannelClosed:
                 break
+            if prepared is None:
+                prepared = PreparedSandbox(policy)
             result = prepared.run(
                 tuple(request["argv"]),
                 timeout_seconds=float(request["timeout"]),
@@ -87,7 +98,8 @@ def _serve(policy: Policy, requests: int, responses: int, parent: int) -> NoRetu
             # confines itself while the caller goes back to the model.
             prepared = None
             send_frame(responses, _frame_of(result))
-            prepared = PreparedSandbox(policy)
+            if prepare_ahead:
+                prepared = PreparedSandbox(policy)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 1
     finally:

@@ -161,6 +161,7 @@ def start_tools(prepared: Prepared, sink: audit.StderrSink) -> ToolBox:
         working_directory=prepared.working_directory,
         sink=sink,
         session=lambda: name,
+        commands_expected="bash" in prepared.options.approved_tools,
     )
 
 

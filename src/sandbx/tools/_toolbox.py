@@ -64,9 +64,12 @@ class ToolBox:
         working_directory: str,
         sink: audit.StderrSink,
         session: Callable[[], str],
+        commands_expected: bool = True,
     ) -> ToolBox:
+        """Fork the worker and the spawner. ``commands_expected`` (``bash`` is approved)
+        lets the spawner keep the next call's sandbox prepared."""
         worker = FileWorker.start(policy, _dispatch.handle)
-        spawner = Spawner.start(policy)
+        spawner = Spawner.start(policy, prepare_ahead=commands_expected)
         return cls(
             policy=policy,
             roots=Roots.of(policy, working_directory),
