@@ -225,3 +225,31 @@ def test_a_spawner_not_expecting_commands_keeps_no_child_and_still_runs_one(
         assert Path(f"/proc/{pid}/task/{pid}/children").read_text().split() == []
     finally:
         spawner.close()
+
+
+def test_a_signal_to_the_waiting_sandbox_does_not_end_it(tmp_path: Path) -> None:
+    # Until its command comes the child ignores what a terminal sends: a ctrl-c
+    # meant for the agent must not cost the next call its sandbox.
+    spawner = Spawner.start(_policy(tmp_path))
+    try:
+        (waiting,) = _wait_for_children_of(spawner_pid(spawner))
+        time.sleep(0.2)
+        os.kill(waiting, signal.SIGINT)
+        os.kill(waiting, signal.SIGTERM)
+        time.sleep(0.1)
+        result = spawner.run(("/bin/sh", "-c", "echo $$"), timeout_seconds=10, output_limit=LIMIT)
+        assert result.outcome == Exited(0), result
+        assert result.output == b"1\n"
+    finally:
+        spawner.close()
+
+
+def test_the_command_starts_with_no_signal_ignored(tmp_path: Path) -> None:
+    # Python ignores SIGPIPE and SIGXFSZ, the waiting child four more; an ignored
+    # signal would survive execve, so each is back to its default by then.
+    prepared = PreparedSandbox(_policy(tmp_path, read=("/proc",)))
+    result = _sh(prepared, "grep '^SigIgn:' /proc/self/status")
+    assert result.output == b"SigIgn:\t0000000000000000\n", result
+    control = PreparedSandbox(_policy(tmp_path, read=("/proc",)))
+    shown = _sh(control, "trap '' INT; grep '^SigIgn:' /proc/self/status")
+    assert shown.output == b"SigIgn:\t0000000000000002\n", shown

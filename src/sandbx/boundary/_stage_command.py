@@ -32,21 +32,19 @@ from sandbx.boundary._syscalls import (
     SignalSet,
     close_range_cloexec,
     prctl,
-    restore_default_disposition,
+    set_disposition,
     set_signal_mask,
 )
 from sandbx.policy import Pin, sha256_of_fd, starts_with_shebang
 
-# Dispositions the Python runtime changed (it ignores SIGPIPE and SIGXFSZ) or
-# that sandbx set; an ignored signal would survive execve(2).
-_SIGNALS_TO_RESET = (
-    SIGPIPE,
-    SIGXFSZ,
-    SIGINT,
-    SIGTERM,
-    SIGHUP,
-    SIGQUIT,
-)
+# Ignored by the Python runtime; an ignored signal would survive execve(2).
+_IGNORED_BY_PYTHON = (SIGPIPE, SIGXFSZ)
+# Signals a terminal or sandbx's own caller sends; the supervisor answers them.
+# Until the child has its own session it shares the caller's process group, so
+# it ignores them (dropping any that came while they were blocked for the
+# clone): a ctrl-c meant for the agent must not kill the sandbox the spawner is
+# preparing. They go back to the default just before the command starts.
+_SENT_TO_THE_GROUP = (SIGINT, SIGTERM, SIGHUP, SIGQUIT)
 
 _NO_SIGNALS = SignalSet()
 
@@ -75,8 +73,10 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels) -> None:
     gc.disable()
     prctl(PR_SET_PDEATHSIG, SIGKILL)
     _exit_if_supervisor_gone(channels.report)
-    for signal_number in _SIGNALS_TO_RESET:
-        restore_default_disposition(signal_number)
+    for signal_number in _IGNORED_BY_PYTHON:
+        set_disposition(signal_number, ignored=False)
+    for signal_number in _SENT_TO_THE_GROUP:
+        set_disposition(signal_number, ignored=True)
     set_signal_mask(SIG_SETMASK, _NO_SIGNALS)
     for fd, standard in ((channels.stdin, 0), (channels.stdout, 1), (channels.stderr, 2)):
         if fd is not None:
@@ -91,6 +91,8 @@ def _confine_and_exec(plan: LaunchPlan, channels: Channels) -> None:
     program_fd = None if confinement.pin is None else _checked_pin(confinement.pin)
     _step(FailureReason.SECCOMP, "installing the seccomp filter", confinement.seccomp.install)
     argv = plan.argv if channels.command is None else _await_command(channels.command)
+    for signal_number in _SENT_TO_THE_GROUP:
+        set_disposition(signal_number, ignored=False)
     close_range_cloexec(3)
     _exec(argv, confinement.environment, program_fd)
 

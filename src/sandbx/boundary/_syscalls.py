@@ -229,13 +229,16 @@ def set_signal_mask(how: int, signals: SignalSet, previous: SignalSet | None = N
     )
 
 
-def restore_default_disposition(signal_number: int) -> None:
-    """Back to SIG_DFL, for a child about to exec (Python's own handler table is not updated)."""
-    if _libc.signal(signal_number, 0) == _SIG_ERR:
+def set_disposition(signal_number: int, *, ignored: bool) -> None:
+    """SIG_IGN or SIG_DFL, for a child about to exec (Python's own handler table is not
+    updated). Setting SIG_IGN also discards the signal if it is pending (signal(7))."""
+    if _libc.signal(signal_number, _SIG_IGN if ignored else _SIG_DFL) == _SIG_ERR:
         errno = ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
 
 
+_SIG_DFL = 0
+_SIG_IGN = 1
 _SIG_ERR = ctypes.c_void_p(-1).value
 
 
