@@ -99,6 +99,11 @@ def _serve(
             prepared = None
             send_frame(responses, _frame_of(result))
             if prepare_ahead:
+                # A pipe write wakes its reader as a synchronous wake-up, on
+                # this CPU, expecting the writer to sleep; the clone would hold
+                # the CPU for about a millisecond before the caller got its
+                # answer. Yield first, so the caller takes it.
+                os.sched_yield()
                 prepared = PreparedSandbox(policy)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 1
