@@ -253,3 +253,34 @@ def test_the_command_starts_with_no_signal_ignored(tmp_path: Path) -> None:
     control = PreparedSandbox(_policy(tmp_path, read=("/proc",)))
     shown = _sh(control, "trap '' INT; grep '^SigIgn:' /proc/self/status")
     assert shown.output == b"SigIgn:\t0000000000000002\n", shown
+
+
+def test_a_grant_replaced_while_a_sandbox_waits_refuses_the_call_as_a_new_one_would(
+    tmp_path: Path,
+) -> None:
+    granted = tmp_path / "granted"
+    granted.mkdir()
+    spawner = Spawner.start(_policy(tmp_path, write=(str(granted),)))
+    try:
+        first = spawner.run(
+            ("/bin/sh", "-c", f"echo first > {granted}/first.txt"),
+            timeout_seconds=10,
+            output_limit=LIMIT,
+        )
+        assert first.outcome == Exited(0), first
+        assert (granted / "first.txt").read_text() == "first\n"
+        _wait_for_children_of(spawner_pid(spawner))
+        time.sleep(0.1)  # the next sandbox holds the directory by its mount now
+        granted.rename(tmp_path / "old")
+        granted.mkdir()
+        result = spawner.run(
+            ("/bin/sh", "-c", f"echo ran > {granted}/marker.txt"),
+            timeout_seconds=10,
+            output_limit=LIMIT,
+        )
+        assert isinstance(result.outcome, Failed), result
+        assert result.outcome.reason is FailureReason.GRANT_REPLACED
+        assert not (granted / "marker.txt").exists()
+        assert not (tmp_path / "old" / "marker.txt").exists()
+    finally:
+        spawner.close()

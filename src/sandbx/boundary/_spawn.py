@@ -157,6 +157,27 @@ class PreparedSandbox:
         finally:
             set_signal_mask(SIG_SETMASK, previous_mask)
 
+    def still_current(self) -> bool:
+        """Whether every grant still names the file it named at derivation, on the host.
+
+        A grant root replaced since (a project directory removed and made
+        again) is still the old one inside this sandbox, which holds it by its
+        mount; a sandbox made now would refuse the run (``grant_replaced``)
+        instead. So the caller makes a new one rather than use this one.
+        """
+        if self._launched is None:
+            return self._refusal is not None
+        for grant in self._launched.plan.confinement.policy.grants:
+            if grant.on_procfs:
+                continue
+            try:
+                status = os.stat(grant.path, follow_symlinks=False)
+            except OSError:
+                return False
+            if (status.st_dev, status.st_ino) != (grant.device, grant.inode):
+                return False
+        return True
+
     def discard(self) -> None:
         """End the waiting child unused."""
         launched, self._launched = self._launched, None

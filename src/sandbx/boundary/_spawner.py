@@ -87,6 +87,9 @@ def _serve(
                 request = json.loads(receive_frame(requests))
             except ChannelClosed:
                 break
+            if prepared is not None and not prepared.still_current():
+                prepared.discard()
+                prepared = None
             if prepared is None:
                 prepared = PreparedSandbox(policy)
             result = prepared.run(
