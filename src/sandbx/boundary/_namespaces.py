@@ -1,9 +1,9 @@
 """The namespaces a sandbox lives in, and the mounts and links set up inside them.
 
-Stage 1 enters new user, mount, pid, net and ipc namespaces in one ``unshare``,
-maps the caller's uid and gid one to one, and keeps mounts from propagating
-back to the host. Stage 2, PID 1 of the new pid namespace, mounts the /proc
-that shows only its own processes (a procfs mount takes the pid namespace of
+The child is cloned into new user, mount, pid, net and ipc namespaces at once
+(``_clone.py``); as PID 1 of them it maps the caller's uid and gid one to one,
+keeps mounts from propagating back to the host, and mounts the /proc that
+shows only its own processes (a procfs mount takes the pid namespace of
 whoever mounts it). The network namespace is left as the kernel makes it: a
 loopback link that is down, since Landlock denies TCP there anyway and bringing
 it up costs the spawn half a millisecond.
@@ -25,15 +25,9 @@ from sandbx.boundary._syscalls import (
     MS_PRIVATE,
     MS_REC,
     mount,
-    unshare,
 )
 
 SANDBOX_NAMESPACES = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC
-
-
-def enter_user_namespace(flags: int) -> None:
-    """Raises ``PermissionError`` (or ENOSPC) where unprivileged user namespaces are off."""
-    unshare(flags)
 
 
 def map_caller(uid: int, gid: int) -> None:

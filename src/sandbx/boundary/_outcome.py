@@ -1,6 +1,6 @@
 """How a sandboxed run ended, and the one-line messages its stages send home.
 
-Stage 1 and stage 2 report over a close-on-exec pipe, one short line per
+The sandboxed child reports over a close-on-exec pipe, one short line per
 message (shorter than PIPE_BUF, so each write is atomic). A failure carries a
 label from the closed set ``FailureReason``; nothing else crosses.
 """

@@ -68,8 +68,3 @@ class PinnedPath:
                 f"{self.path} is not the file it was when the policy was derived",
             )
         return fd
-
-
-def open_pinned(path: str, *, device: int, inode: int, on_procfs: bool = False) -> int:
-    """``PinnedPath(...).open()`` for a caller that opens a path once."""
-    return PinnedPath(path, device=device, inode=inode, on_procfs=on_procfs).open()

@@ -314,7 +314,7 @@ class SockFprog(ctypes.Structure):
 
 @value(kw_only=False)
 class CompiledFilter:
-    """A filter encoded ahead of the fork, so stage 2 only hands it to the kernel."""
+    """A filter encoded ahead of the clone, so the child only hands it to the kernel."""
 
     code: bytes
     length: int

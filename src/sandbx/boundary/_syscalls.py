@@ -29,7 +29,6 @@ _libc.mount.argtypes = [
 MACHINE = os.uname().machine
 
 # Numbers shared by every architecture sandbx runs on (the unified table, 5.1+).
-SYS_PIDFD_OPEN = 434
 SYS_CLOSE_RANGE = 436
 SYS_OPENAT2 = 437
 SYS_LANDLOCK_CREATE_RULESET = 444
@@ -172,17 +171,6 @@ class OpenHow(ctypes.Structure):
         ("flags", ctypes.c_uint64),
         ("mode", ctypes.c_uint64),
         ("resolve", ctypes.c_uint64),
-    )
-
-
-def openat2(path: str, flags: int, resolve: int) -> int:
-    how = OpenHow(flags=flags, mode=0, resolve=resolve)
-    return syscall(
-        SYS_OPENAT2,
-        -100,  # AT_FDCWD; the paths passed here are always absolute
-        os.fsencode(path),
-        address_of(how),
-        ctypes.sizeof(how),
     )
 
 
