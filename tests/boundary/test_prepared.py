@@ -22,6 +22,7 @@ from sandbx.policy import Command, GrantFlags, Policy, derive_policy
 pytestmark = pytest.mark.boundary
 
 LIMIT = 64 * 1024
+KEPT_READY = 2  # the spawner keeps this many sandboxes prepared
 
 
 def _policy(tmp_path: Path, *, write: tuple[str, ...] = (), read: tuple[str, ...] = ()) -> Policy:
@@ -184,31 +185,32 @@ def test_an_interrupt_during_a_call_kills_the_command_and_says_so(tmp_path: Path
         spawner.close()
 
 
-def test_the_waiting_child_dies_with_its_spawner(tmp_path: Path) -> None:
+def test_the_waiting_children_die_with_their_spawner(tmp_path: Path) -> None:
     spawner = Spawner.start(_policy(tmp_path))
     pid = spawner_pid(spawner)
     waiting = _wait_for_children_of(pid)
-    assert len(waiting) == 1
+    assert len(waiting) == KEPT_READY
     os.kill(pid, signal.SIGKILL)
     spawner.close()
     deadline = time.monotonic() + 5
-    while Path(f"/proc/{waiting[0]}").exists() and time.monotonic() < deadline:
+    while any(Path(f"/proc/{child}").exists() for child in waiting):
+        assert time.monotonic() < deadline, "a prepared sandbox outlived its spawner"
         time.sleep(0.01)
-    assert not Path(f"/proc/{waiting[0]}").exists()
 
 
 def spawner_pid(spawner: Spawner) -> int:
     return spawner._helper.pid
 
 
-def _wait_for_children_of(pid: int) -> list[int]:
+def _wait_for_children_of(pid: int, count: int = KEPT_READY) -> list[int]:
     deadline = time.monotonic() + 5
+    children: list[str] = []
     while time.monotonic() < deadline:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-        if children:
-            return [int(child) for child in children]
+        if len(children) >= count:
+            break
         time.sleep(0.01)
-    return []
+    return [int(child) for child in children]
 
 
 def test_a_spawner_not_expecting_commands_keeps_no_child_and_still_runs_one(
@@ -232,11 +234,13 @@ def test_a_signal_to_the_waiting_sandbox_does_not_end_it(tmp_path: Path) -> None
     # meant for the agent must not cost the next call its sandbox.
     spawner = Spawner.start(_policy(tmp_path))
     try:
-        (waiting,) = _wait_for_children_of(spawner_pid(spawner))
+        waiting = _wait_for_children_of(spawner_pid(spawner))
         time.sleep(0.2)
-        os.kill(waiting, signal.SIGINT)
-        os.kill(waiting, signal.SIGTERM)
+        for child in waiting:
+            os.kill(child, signal.SIGINT)
+            os.kill(child, signal.SIGTERM)
         time.sleep(0.1)
+        assert all(Path(f"/proc/{child}").exists() for child in waiting)
         result = spawner.run(("/bin/sh", "-c", "echo $$"), timeout_seconds=10, output_limit=LIMIT)
         assert result.outcome == Exited(0), result
         assert result.output == b"1\n"
@@ -282,5 +286,22 @@ def test_a_grant_replaced_while_a_sandbox_waits_refuses_the_call_as_a_new_one_wo
         assert result.outcome.reason is FailureReason.GRANT_REPLACED
         assert not (granted / "marker.txt").exists()
         assert not (tmp_path / "old" / "marker.txt").exists()
+    finally:
+        spawner.close()
+
+
+def test_two_commands_asked_at_once_each_find_a_sandbox_ready(tmp_path: Path) -> None:
+    spawner = Spawner.start(_policy(tmp_path))
+    try:
+        pid = spawner_pid(spawner)
+        assert len(_wait_for_children_of(pid)) == KEPT_READY
+        time.sleep(0.2)  # both confined and waiting
+        for word in ("first", "second"):
+            result = spawner.run(
+                ("/bin/sh", "-c", f"echo {word} $$"), timeout_seconds=10, output_limit=LIMIT
+            )
+            assert result.output == f"{word} 1\n".encode(), result
+        # Idle again, the spawner prepares as many as it keeps.
+        assert len(_wait_for_children_of(pid)) == KEPT_READY
     finally:
         spawner.close()

@@ -104,6 +104,13 @@ class Channels:
     stderr: int | None = None
     command: int | None = None
 
+    def descriptors(self) -> tuple[int, ...]:
+        return tuple(
+            fd
+            for fd in (self.report, self.stdin, self.stdout, self.stderr, self.command)
+            if fd is not None
+        )
+
 
 _FILTERS: dict[FilterOptions, CompiledFilter] = {}
 _LAST: list[Confinement] = []

@@ -40,6 +40,7 @@ from sandbx.boundary._syscalls import (
     SIG_BLOCK,
     SIG_SETMASK,
     SignalSet,
+    close_descriptors_but,
     prctl,
     set_signal_mask,
 )
@@ -123,9 +124,7 @@ class PreparedSandbox:
         previous_mask = SignalSet()
         set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
         try:
-            launched = _Launched.clone(
-                plan, streams, command=command_read, parent_only=(self._command_write,)
-            )
+            launched = _Launched.clone(plan, streams, command=command_read)
         finally:
             set_signal_mask(SIG_SETMASK, previous_mask)
             os.close(command_read)
@@ -205,7 +204,6 @@ class _Launched:
         streams: Streams,
         *,
         command: int | None = None,
-        parent_only: tuple[int, ...] = (),
     ) -> _Launched | RunResult:
         """Clone the child; the caller has blocked the interrupting signals."""
         report_read, report_write = os.pipe2(os.O_CLOEXEC)
@@ -227,11 +225,11 @@ class _Launched:
                 )
             return _refused(FailureReason.SPAWN_FAILED, f"clone: {exc.strerror}")
         if child == 0:
-            # The child's copy of the report's read end must go before it checks
-            # that sandbx, the only reader left, is alive; its copy of the
-            # command's write end before it waits for the end of the command.
-            for fd in (*streams.open, *parent_only):
-                os.close(fd)
+            # The child keeps its channels alone. Its copy of the report's read
+            # end must go before it checks that sandbx, the only reader left, is
+            # alive; and a copy of any command pipe's write end (its own, or
+            # another prepared sandbox's) would keep that command from ending.
+            close_descriptors_but(channels.descriptors())
             run_command_stage(plan, channels)
         for fd in child_ends:
             os.close(fd)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 
 from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
@@ -72,7 +73,7 @@ def _serve(
     policy: Policy, requests: int, responses: int, parent: int, *, prepare_ahead: bool
 ) -> NoReturn:
     code = 0
-    prepared: PreparedSandbox | None = None
+    ready = _Ready(policy, requests, keep=_KEEP_READY if prepare_ahead else 0)
     try:
         prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:
@@ -81,39 +82,73 @@ def _serve(
         # supervisor blocks these signals and ends the run on them instead.
         for signal_number in INTERRUPTING_SIGNALS:
             signal.signal(signal_number, signal.SIG_IGN)
-        prepared = PreparedSandbox(policy) if prepare_ahead else None
+        ready.top_up()
         while True:
+            ready.top_up_when_idle()
             try:
                 request = json.loads(receive_frame(requests))
             except ChannelClosed:
                 break
-            if prepared is not None and not prepared.still_current():
-                prepared.discard()
-                prepared = None
-            if prepared is None:
-                prepared = PreparedSandbox(policy)
-            result = prepared.run(
+            result = ready.take().run(
                 tuple(request["argv"]),
                 timeout_seconds=float(request["timeout"]),
                 output_limit=int(request["limit"]),
             )
-            # The next sandbox is cloned once this answer is on its way: it
-            # confines itself while the caller goes back to the model.
-            prepared = None
             send_frame(responses, _frame_of(result))
-            if prepare_ahead:
-                # A pipe write wakes its reader as a synchronous wake-up, on
-                # this CPU, expecting the writer to sleep; the clone would hold
-                # the CPU for about a millisecond before the caller got its
-                # answer. Yield first, so the caller takes it.
-                os.sched_yield()
-                prepared = PreparedSandbox(policy)
     except BaseException:  # noqa: BLE001 - nothing may escape a forked child
         code = 1
     finally:
-        if prepared is not None:
-            prepared.discard()
+        ready.discard()
         os._exit(code)
+
+
+# Sandboxes kept prepared: one reply of the model may ask for several commands,
+# and the second should not wait for its sandbox either.
+_KEEP_READY = 2
+# How long the spawner waits, after an answer, before preparing more: the
+# caller's next request comes at once when one reply asked for several
+# commands, and otherwise only after a model round, which takes far longer.
+_IDLE_SECONDS = 0.005
+
+
+class _Ready:
+    """The prepared sandboxes, oldest first, made while no request waits."""
+
+    def __init__(self, policy: Policy, requests: int, *, keep: int) -> None:
+        self._policy = policy
+        self._requests = requests
+        self._keep = keep
+        self._sandboxes: list[PreparedSandbox] = []
+
+    def top_up(self) -> None:
+        # Each clone holds this CPU for about a millisecond: none is started
+        # while a request is already waiting.
+        while len(self._sandboxes) < self._keep and not _readable(self._requests, 0):
+            self._sandboxes.append(PreparedSandbox(self._policy))
+
+    def top_up_when_idle(self) -> None:
+        if len(self._sandboxes) < self._keep and not _readable(self._requests, _IDLE_SECONDS):
+            self.top_up()
+
+    def take(self) -> PreparedSandbox:
+        """The oldest sandbox still current, or one made now."""
+        while self._sandboxes:
+            sandbox = self._sandboxes.pop(0)
+            if sandbox.still_current():
+                return sandbox
+            sandbox.discard()
+        return PreparedSandbox(self._policy)
+
+    def discard(self) -> None:
+        for sandbox in self._sandboxes:
+            sandbox.discard()
+        self._sandboxes.clear()
+
+
+def _readable(fd: int, seconds: float) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(int(seconds * 1000)))
 
 
 def _frame_of(result: RunResult) -> bytes:

@@ -174,6 +174,16 @@ class OpenHow(ctypes.Structure):
     )
 
 
+def close_descriptors_but(kept: tuple[int, ...]) -> None:
+    """Close every descriptor above 2 except ``kept``, a range at a time (close_range(2))."""
+    low = 3
+    for fd in sorted(fd for fd in kept if fd >= low):
+        if fd > low:
+            syscall_longs(SYS_CLOSE_RANGE, low, fd - 1, 0)
+        low = fd + 1
+    syscall_longs(SYS_CLOSE_RANGE, low, 0xFFFFFFFF, 0)
+
+
 def close_range_cloexec(first: int) -> None:
     syscall_longs(SYS_CLOSE_RANGE, first, 0xFFFFFFFF, CLOSE_RANGE_CLOEXEC)
 
