@@ -5,11 +5,10 @@ does), then prints the median time of a `bash` call running `true`, of a `read`
 call, and of `bwrap` running `/bin/sh -c true` with an equivalent policy, when
 bwrap is installed. Target of issue 4: a tool call costs no more than bwrap.
 
-The spawner prepares each call's sandbox while the agent waits for the model,
-so a call usually finds it ready: "a model round apart" leaves 20 ms (untimed)
-before each call, far less than any model round. "Back to back" times the
-second of two calls made at once, as when one reply asks for several: that
-call waits for its sandbox to finish confining itself.
+The spawner keeps two sandboxes prepared, made while the agent waits for the
+model, so a call finds one ready: "a model round apart" leaves 20 ms (untimed)
+before each call, far less than any model round; "back to back" times the
+second of two calls made at once, as when one reply asks for two commands.
 
     .venv/bin/python bench/tool_calls.py [--runs N]
 """
