@@ -8,7 +8,8 @@ bwrap is installed. Target of issue 4: a tool call costs no more than bwrap.
 The spawner keeps two sandboxes prepared, made while the agent waits for the
 model, so a call finds one ready: "a model round apart" leaves 20 ms (untimed)
 before each call, far less than any model round; "back to back" times the
-second of two calls made at once, as when one reply asks for two commands.
+second of two calls made at once after such a pause, as when one reply asks
+for two commands.
 
     .venv/bin/python bench/tool_calls.py [--runs N]
 """
@@ -72,6 +73,7 @@ def main() -> None:
                 if label == BASH_APART:
                     time.sleep(MODEL_ROUND_SECONDS)
                 elif label == BASH_BACK_TO_BACK:
+                    time.sleep(MODEL_ROUND_SECONDS)  # the reply asking for both came after one
                     bash_call()
                 started = time.perf_counter()
                 action()
