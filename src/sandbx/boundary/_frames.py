@@ -17,27 +17,6 @@ class ChannelClosed(EOFError):
     """The other end went away between frames or in the middle of one."""
 
 
-def close_all_but(*kept: int) -> None:
-    """In a freshly forked helper: close every descriptor above 2 except ``kept``.
-
-    A helper must not hold another helper's pipe ends, or that other helper
-    would never see end-of-file when its caller closes its side.
-    """
-    low = 3
-    for fd in sorted(fd for fd in kept if fd >= low):
-        if fd > low:
-            os.closerange(low, fd)
-        low = fd + 1
-    os.closerange(low, _highest_descriptor())
-
-
-def _highest_descriptor() -> int:
-    try:
-        return max(int(name) for name in os.listdir("/proc/self/fd")) + 1
-    except (OSError, ValueError):
-        return os.sysconf("SC_OPEN_MAX")
-
-
 def send_frame(fd: int, payload: bytes) -> None:
     if len(payload) > MAX_FRAME:
         msg = f"a frame holds at most {MAX_FRAME} bytes, not {len(payload)}"

@@ -8,17 +8,20 @@ a time under a lock, and the close that lets the helper see end-of-file.
 from __future__ import annotations
 
 import os
+import signal
 import threading
 from collections.abc import Callable
 
-from sandbx.boundary._frames import close_all_but, receive_frame, send_frame
+from sandbx.boundary._frames import receive_frame, send_frame
+from sandbx.boundary._supervisor import INTERRUPTING_SIGNALS
+from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, close_descriptors_but, prctl
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import NoReturn
 
-# In the child: (requests to read, responses to write, the caller's pid).
-Serve = Callable[[int, int, int], "NoReturn"]
+# In the child: (requests to read, responses to write).
+Serve = Callable[[int, int], "NoReturn"]
 
 
 class HelperProcess:
@@ -35,8 +38,11 @@ class HelperProcess:
         parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            close_all_but(request_read, response_write)
-            serve(request_read, response_write, parent)
+            # A helper must not hold another helper's pipe ends, or that one
+            # would never see end of file when its caller closes its side.
+            close_descriptors_but((request_read, response_write))
+            _become_helper(parent)
+            serve(request_read, response_write)
         os.close(request_read)
         os.close(response_write)
         return cls(pid, request_write, response_read)
@@ -60,3 +66,19 @@ class HelperProcess:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
             return
+
+
+def _become_helper(parent: int) -> None:
+    """In the forked helper: die with the caller, and leave a terminal's ctrl-c to it.
+
+    Idle, a helper ignores the interrupting signals; during a run the spawner's
+    supervisor blocks them and ends the run on them instead.
+    """
+    try:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)  # the caller died before the parent-death signal was armed
+        for signal_number in INTERRUPTING_SIGNALS:
+            signal.signal(signal_number, signal.SIG_IGN)
+    except BaseException:  # noqa: BLE001 - nothing may escape a forked child
+        os._exit(1)

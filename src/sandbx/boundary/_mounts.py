@@ -17,7 +17,7 @@ import os
 
 from sandbx._value import value
 from sandbx.boundary._pinned import PinnedPath
-from sandbx.boundary._syscalls import address_of, c_buffer, syscall, syscall_longs
+from sandbx.boundary._syscalls import c_buffer, syscall, syscall_longs
 from sandbx.policy import Access, VettedGrant, is_within
 
 # The new mount API, the same numbers on every architecture (include/uapi/asm-generic/unistd.h).
@@ -203,7 +203,10 @@ def attach_clone(
     """Bind ``name`` under ``source_dir`` over ``target``, with ``set_flags`` on the new mount."""
     tree = syscall(_SYS_OPEN_TREE, source_dir, os.fsencode(name), _OPEN_TREE_CLONE | os.O_CLOEXEC)
     try:
-        _set_attributes(tree, "", _AT_EMPTY_PATH, set_flags=set_flags)
+        _attr, address = _attributes(set_flags=set_flags)
+        syscall_longs(
+            _SYS_MOUNT_SETATTR, tree, _EMPTY_PATH, _AT_EMPTY_PATH, address, _MOUNT_ATTR_SIZE
+        )
         move_mount_to(tree, target, follow_target_symlinks=follow_target_symlinks)
     finally:
         os.close(tree)
@@ -218,18 +221,4 @@ def move_mount_to(tree: int, target: str, *, follow_target_symlinks: bool = Fals
         _AT_FDCWD,
         os.fsencode(target),
         _MOVE_MOUNT_F_EMPTY_PATH | (_MOVE_MOUNT_T_SYMLINKS if follow_target_symlinks else 0),
-    )
-
-
-def _set_attributes(
-    dirfd: int, path: str, flags: int, *, set_flags: int = 0, clear_flags: int = 0
-) -> None:
-    attr = _MountAttr(attr_set=set_flags, attr_clr=clear_flags, propagation=0, userns_fd=0)
-    syscall(
-        _SYS_MOUNT_SETATTR,
-        dirfd,
-        os.fsencode(path),
-        flags,
-        address_of(attr),
-        ctypes.sizeof(attr),
     )

@@ -22,6 +22,7 @@ from sandbx.boundary._syscalls import (
     c_buffer,
     syscall_longs,
 )
+from sandbx.policy import VettedGrant
 
 _AT_FDCWD = -100
 # One open_how serves every pinned open: O_PATH needs no access right of its own.
@@ -41,6 +42,10 @@ class PinnedPath:
         self.inode = inode
         self.on_procfs = on_procfs
         self._c_path, self.address = c_buffer(os.fsencode(path))
+
+    @classmethod
+    def of(cls, grant: VettedGrant) -> PinnedPath:
+        return cls(grant.path, device=grant.device, inode=grant.inode, on_procfs=grant.on_procfs)
 
     def open(self) -> int:
         """An O_PATH descriptor on the very file the policy named; raises ``StageFailure``."""

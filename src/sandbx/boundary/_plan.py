@@ -65,12 +65,7 @@ class Confinement:
             handled,
             tuple(
                 (
-                    PinnedPath(
-                        grant.path,
-                        device=grant.device,
-                        inode=grant.inode,
-                        on_procfs=grant.on_procfs,
-                    ),
+                    PinnedPath.of(grant),
                     rights_for(grant.access, is_directory=grant.is_directory, handled=handled),
                 )
                 for grant in policy.grants

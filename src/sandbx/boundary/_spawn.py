@@ -33,16 +33,12 @@ from sandbx.boundary._signals import name_of
 from sandbx.boundary._stage_command import run_command_stage
 from sandbx.boundary._stderr_guard import StderrGuard
 from sandbx.boundary._streams import Streams
-from sandbx.boundary._supervisor import INTERRUPTING_SET, Supervisor
+from sandbx.boundary._supervisor import InterruptsBlocked, Supervisor
 from sandbx.boundary._syscalls import (
     MACHINE,
     PR_SET_DUMPABLE,
-    SIG_BLOCK,
-    SIG_SETMASK,
-    SignalSet,
     close_descriptors_but,
     prctl,
-    set_signal_mask,
 )
 from sandbx.policy import Command, Policy
 
@@ -85,24 +81,18 @@ def run_sandboxed(
         streams = Streams.relaying(stderr_guard)
     else:
         streams = Streams.plain()
-    # Blocked from before the clone to the end of the run: the child must not
-    # meet sandbx's signals before it resets them, and during the run they
-    # arrive through the supervisor's signalfd.
-    previous_mask = SignalSet()
-    set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
-    try:
+    # Blocked from before the clone to the end of the run.
+    with InterruptsBlocked():
         launched = _Launched.clone(plan, streams)
         if isinstance(launched, RunResult):
             return launched
         return launched.finish(plan.timeout_seconds)
-    finally:
-        set_signal_mask(SIG_SETMASK, previous_mask)
 
 
 class PreparedSandbox:
     """A sandbox made ahead of its command: cloned, confining itself, then waiting.
 
-    The spawner keeps one ready between tool calls, so a call pays for sending
+    The spawner keeps some ready between tool calls, so a call pays for sending
     its command and for the run, while the clone and the confinement happened
     as the model was thinking. The child reads its command only after every
     step of the confinement, seccomp included, and execs it as ``run_sandboxed``
@@ -121,12 +111,10 @@ class PreparedSandbox:
         streams = Streams.capturing(0)
         command_read, self._command_write = os.pipe2(os.O_CLOEXEC)
         os.set_blocking(self._command_write, False)
-        previous_mask = SignalSet()
-        set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
         try:
-            launched = _Launched.clone(plan, streams, command=command_read)
+            with InterruptsBlocked():
+                launched = _Launched.clone(plan, streams, command=command_read)
         finally:
-            set_signal_mask(SIG_SETMASK, previous_mask)
             os.close(command_read)
         if isinstance(launched, RunResult):
             self._refusal = launched
@@ -145,16 +133,12 @@ class PreparedSandbox:
             launched.discard(command_write)
             return _refused(FailureReason.EXEC_FAILED, "a command word is empty or holds a NUL")
         launched.streams.limit_capture(output_limit)
-        previous_mask = SignalSet()
-        set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, previous_mask)
-        try:
+        with InterruptsBlocked():
             return launched.finish(
                 timeout_seconds,
                 command=b"\0".join(os.fsencode(word) for word in argv),
                 command_fd=command_write,
             )
-        finally:
-            set_signal_mask(SIG_SETMASK, previous_mask)
 
     def still_current(self) -> bool:
         """Whether every grant still names the file it named at derivation, on the host.

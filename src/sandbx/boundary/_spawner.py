@@ -18,8 +18,6 @@ from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
 from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import Exited, Failed, FailureReason, Outcome, RunResult
 from sandbx.boundary._spawn import PreparedSandbox
-from sandbx.boundary._supervisor import INTERRUPTING_SIGNALS
-from sandbx.boundary._syscalls import PR_SET_PDEATHSIG, prctl
 from sandbx.policy import Policy
 
 TYPE_CHECKING = False
@@ -43,8 +41,8 @@ class Spawner:
         """
         return cls(
             HelperProcess.fork(
-                lambda requests, responses, parent: _serve(
-                    policy, requests, responses, parent, prepare_ahead=prepare_ahead
+                lambda requests, responses: _serve(
+                    policy, requests, responses, prepare_ahead=prepare_ahead
                 )
             )
         )
@@ -69,19 +67,10 @@ class Spawner:
         self._helper.close()
 
 
-def _serve(
-    policy: Policy, requests: int, responses: int, parent: int, *, prepare_ahead: bool
-) -> NoReturn:
+def _serve(policy: Policy, requests: int, responses: int, *, prepare_ahead: bool) -> NoReturn:
     code = 0
     ready = _Ready(policy, requests, keep=_KEEP_READY if prepare_ahead else 0)
     try:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-        # Idle, a terminal's ctrl-c must not end the spawner; during a run the
-        # supervisor blocks these signals and ends the run on them instead.
-        for signal_number in INTERRUPTING_SIGNALS:
-            signal.signal(signal_number, signal.SIG_IGN)
         ready.top_up()
         while True:
             ready.top_up_when_idle()

@@ -16,11 +16,31 @@ import time
 
 from sandbx.boundary._signals import SIGHUP, SIGINT, SIGQUIT, SIGTERM, pidfd_kill
 from sandbx.boundary._streams import Streams
-from sandbx.boundary._syscalls import SignalSet, open_signalfd, read_signal
+from sandbx.boundary._syscalls import (
+    SIG_BLOCK,
+    SIG_SETMASK,
+    SignalSet,
+    open_signalfd,
+    read_signal,
+    set_signal_mask,
+)
 
 # Signals that end a run early: each kills the sandbox and is relayed as 128+n.
 INTERRUPTING_SIGNALS = frozenset({SIGINT, SIGTERM, SIGHUP, SIGQUIT})
 INTERRUPTING_SET = SignalSet(INTERRUPTING_SIGNALS)
+
+
+class InterruptsBlocked:
+    """``with InterruptsBlocked():`` the interrupting signals are blocked, then the caller's
+    mask comes back. Around a clone, so that the child does not meet sandbx's signals
+    before it resets them; around a run, so that they reach the supervisor's signalfd."""
+
+    def __enter__(self) -> None:
+        self._previous = SignalSet()
+        set_signal_mask(SIG_BLOCK, INTERRUPTING_SET, self._previous)
+
+    def __exit__(self, *_exception: object) -> None:
+        set_signal_mask(SIG_SETMASK, self._previous)
 
 
 class Supervisor:

@@ -160,10 +160,6 @@ def _arch_number(table: dict[str, int]) -> int:
         raise OSError(38, f"sandbx has no syscall table for {MACHINE}") from None
 
 
-def address_of(buffer: ctypes.Array[ctypes.c_char] | ctypes.Structure) -> ctypes.c_void_p:
-    return ctypes.c_void_p(ctypes.addressof(buffer))
-
-
 class OpenHow(ctypes.Structure):
     """``struct open_how``, include/uapi/linux/openat2.h."""
 

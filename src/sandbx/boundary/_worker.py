@@ -10,7 +10,6 @@ exactly what a command could, however the path was spelled or linked.
 from __future__ import annotations
 
 import os
-import signal
 from collections.abc import Callable
 
 from sandbx.boundary import _landlock, _seccomp
@@ -18,8 +17,7 @@ from sandbx.boundary._frames import ChannelClosed, receive_frame, send_frame
 from sandbx.boundary._helper import HelperProcess
 from sandbx.boundary._outcome import StageFailure
 from sandbx.boundary._pinned import PinnedPath
-from sandbx.boundary._supervisor import INTERRUPTING_SIGNALS
-from sandbx.boundary._syscalls import PR_SET_NO_NEW_PRIVS, PR_SET_PDEATHSIG, prctl
+from sandbx.boundary._syscalls import PR_SET_NO_NEW_PRIVS, prctl
 from sandbx.policy import Access, Network, Policy
 
 TYPE_CHECKING = False
@@ -43,7 +41,7 @@ class FileWorker:
     def start(cls, policy: Policy, handler: Handler) -> FileWorker:
         """Fork the worker and wait until it is confined. Call before any thread exists."""
         helper = HelperProcess.fork(
-            lambda requests, responses, parent: _serve(policy, handler, requests, responses, parent)
+            lambda requests, responses: _serve(policy, handler, requests, responses)
         )
         try:
             greeting = helper.receive()
@@ -66,16 +64,9 @@ class FileWorker:
         self._helper.close()
 
 
-def _serve(
-    policy: Policy, handler: Handler, requests: int, responses: int, parent: int
-) -> NoReturn:
+def _serve(policy: Policy, handler: Handler, requests: int, responses: int) -> NoReturn:
     code = 0
     try:
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:
-            os._exit(1)
-        for signal_number in INTERRUPTING_SIGNALS:
-            signal.signal(signal_number, signal.SIG_IGN)
         try:
             _confine(policy)
         except (OSError, StageFailure) as exc:
@@ -104,12 +95,7 @@ def _confine(policy: Policy) -> None:
         handled,
         tuple(
             (
-                PinnedPath(
-                    grant.path,
-                    device=grant.device,
-                    inode=grant.inode,
-                    on_procfs=grant.on_procfs,
-                ),
+                PinnedPath.of(grant),
                 _landlock.rights_for(
                     Access.READ if grant.access is Access.EXECUTE else grant.access,
                     is_directory=grant.is_directory,
